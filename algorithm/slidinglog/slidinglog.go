@@ -1,0 +1,227 @@
+// Package slidinglog holds the rules of the sliding-window log, written once as
+// plain Go: the memory store runs this code and the Redis store's Lua script is
+// proven, by differential tests, to make the same decisions.
+//
+// At most Rate permits are granted in any window of Interval milliseconds; a
+// grant returns to the pool Interval after it was made. Grants made in the same
+// millisecond share one Entry, so a log never holds more entries than there are
+// milliseconds in its window (plus one per queued reservation), whatever the rate.
+//
+// Every grant is appended at or after the newest entry: a request that cannot be
+// served now is given the earliest instant at or after the queue's tail where it
+// fits. That keeps the log sorted, makes waiters first-come first-served, and
+// lets a refusal say exactly when the request could be granted.
+//
+// Times are integer milliseconds of the store's clock. The functions here never
+// read a clock: "now" is an argument.
+package slidinglog
+
+// Limit is a validated configuration: Rate permits per Interval milliseconds.
+type Limit struct {
+	Rate     int64
+	Interval int64
+}
+
+// Entry is the number of permits granted (or reserved) at one millisecond.
+type Entry struct {
+	At      int64
+	Permits int64
+}
+
+// State is one log: the OVERALL log of a limiter or one client's PER_CLIENT log.
+// The zero value is an empty log.
+type State struct {
+	// Entries is sorted by At, strictly increasing, every Permits > 0.
+	Entries []Entry
+	// Total is the sum of Permits over Entries.
+	Total int64
+	// Last is the latest "now" this log has seen; time never runs backwards
+	// for a log, whatever clock the caller brings.
+	Last int64
+}
+
+// Decision is the outcome of Acquire.
+type Decision struct {
+	Granted bool
+	// At is when the permits are granted: now, or a later reserved instant
+	// that the caller must wait for. Zero when refused.
+	At int64
+	// Wait is At - now when granted; when refused, how long until the
+	// request could be granted (its retry-after).
+	Wait int64
+	// Remaining is the number of permits a new request could be granted at
+	// Now, after this decision.
+	Remaining int64
+	// Now is the time the decision was made at (never before an earlier one).
+	Now int64
+}
+
+// Unlimited as a MaxWait lets a request wait as long as it takes.
+const Unlimited int64 = -1
+
+// advance moves the log to now (never backwards) and drops the entries that
+// have left every window that can still be asked about. It returns the
+// effective now.
+func (s *State) advance(now int64, lim Limit) int64 {
+	if now < s.Last {
+		now = s.Last
+	}
+	s.Last = now
+	cut := now - lim.Interval
+	i := 0
+	for i < len(s.Entries) && s.Entries[i].At <= cut {
+		s.Total -= s.Entries[i].Permits
+		i++
+	}
+	if i > 0 {
+		s.Entries = s.Entries[i:]
+		if len(s.Entries) == 0 {
+			s.Entries = nil
+		}
+	}
+	return now
+}
+
+// tail is the time of the newest entry, or the smallest time if there is none.
+func (s *State) tail() (int64, bool) {
+	if len(s.Entries) == 0 {
+		return 0, false
+	}
+	return s.Entries[len(s.Entries)-1].At, true
+}
+
+// remaining is what a new request could be granted at now: nothing while a
+// reservation is queued (first come, first served), else what the window has
+// left.
+func (s *State) remaining(now int64, lim Limit) int64 {
+	if t, ok := s.tail(); ok && t > now {
+		return 0
+	}
+	if r := lim.Rate - s.Total; r > 0 {
+		return r
+	}
+	return 0
+}
+
+// earliest is the first instant, at or after now and the queue's tail, at
+// which n more permits fit in every window. n must not exceed lim.Rate.
+func (s *State) earliest(now, n int64, lim Limit) int64 {
+	t := now
+	if tail, ok := s.tail(); ok && tail > t {
+		t = tail
+	}
+	need := s.Total + n - lim.Rate
+	if need <= 0 {
+		return t
+	}
+	var dropped int64
+	for _, e := range s.Entries {
+		dropped += e.Permits
+		if dropped >= need {
+			if free := e.At + lim.Interval; free > t {
+				t = free
+			}
+			return t
+		}
+	}
+	return t // unreachable while n <= Rate
+}
+
+// Acquire asks for n permits (1 <= n <= lim.Rate) at now, waiting at most
+// maxWait milliseconds (Unlimited: no bound). A grant in the future is a
+// reservation: it counts from its instant on and can be handed back with
+// Cancel.
+func (s *State) Acquire(now int64, lim Limit, n, maxWait int64) Decision {
+	now = s.advance(now, lim)
+	at := s.earliest(now, n, lim)
+	wait := at - now
+	if maxWait != Unlimited && wait > maxWait {
+		return Decision{Wait: wait, Remaining: s.remaining(now, lim), Now: now}
+	}
+	if t, ok := s.tail(); ok && t == at {
+		s.Entries[len(s.Entries)-1].Permits += n
+	} else {
+		s.Entries = append(s.Entries, Entry{At: at, Permits: n})
+	}
+	s.Total += n
+	return Decision{Granted: true, At: at, Wait: wait, Remaining: s.remaining(now, lim), Now: now}
+}
+
+// Available reports the permits a request could be granted at now, without
+// changing the log.
+func (s *State) Available(now int64, lim Limit) int64 {
+	if now < s.Last {
+		now = s.Last
+	}
+	if t, ok := s.tail(); ok && t > now {
+		return 0
+	}
+	total := s.Total
+	for _, e := range s.Entries {
+		if e.At > now-lim.Interval {
+			break
+		}
+		total -= e.Permits
+	}
+	if r := lim.Rate - total; r > 0 {
+		return r
+	}
+	return 0
+}
+
+// Cancel hands back up to n permits of the reservation made for instant at,
+// and returns how many were handed back (0 if that instant has already left
+// the window).
+func (s *State) Cancel(now int64, lim Limit, at, n int64) int64 {
+	s.advance(now, lim)
+	for i := len(s.Entries) - 1; i >= 0 && s.Entries[i].At >= at; i-- {
+		if s.Entries[i].At == at {
+			return s.take(i, n)
+		}
+	}
+	return 0
+}
+
+// Release hands back up to n permits granted at or before now, newest first
+// (they would hold the window longest), and returns how many were handed
+// back. Reservations still in the future are left alone: their waiters will
+// use them.
+func (s *State) Release(now int64, lim Limit, n int64) int64 {
+	now = s.advance(now, lim)
+	var released int64
+	for i := len(s.Entries) - 1; i >= 0 && released < n; i-- {
+		if s.Entries[i].At > now {
+			continue
+		}
+		released += s.take(i, n-released)
+	}
+	return released
+}
+
+// take removes up to n permits from entry i, dropping it when emptied.
+func (s *State) take(i int, n int64) int64 {
+	e := &s.Entries[i]
+	if n > e.Permits {
+		n = e.Permits
+	}
+	e.Permits -= n
+	s.Total -= n
+	if e.Permits == 0 {
+		s.Entries = append(s.Entries[:i], s.Entries[i+1:]...)
+		if len(s.Entries) == 0 {
+			s.Entries = nil
+		}
+	}
+	return n
+}
+
+// IdleAfter is the instant from which the log holds nothing that can change
+// an answer: the newest entry has left its window. A store may forget the log
+// then (the Redis store sets it as the keys' expiry).
+func (s *State) IdleAfter(lim Limit) int64 {
+	t, ok := s.tail()
+	if !ok {
+		return s.Last
+	}
+	return t + lim.Interval
+}

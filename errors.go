@@ -1,0 +1,62 @@
+package redlimit
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors a caller can test for with errors.Is. Every error redlimit returns
+// wraps one of these (or a context error) and, where there is one, its cause.
+var (
+	// ErrInvalidArgument: a name, config, permit count or duration is out of
+	// range. Nothing was sent to the store.
+	ErrInvalidArgument = errors.New("redlimit: invalid argument")
+	// ErrPermitsExceedRate: more permits were asked for than the rate allows in
+	// one interval, so they could never be granted. It is also an
+	// ErrInvalidArgument.
+	ErrPermitsExceedRate = errors.New("redlimit: permits exceed the rate")
+	// ErrNotInitialized: the limiter has no config in the store and this client
+	// knows none to restore (call TrySetRate or SetRate first).
+	ErrNotInitialized = errors.New("redlimit: limiter not initialized")
+	// ErrConfigMismatch: TrySetRate found a different config already stored.
+	// The error is a *MismatchError naming both.
+	ErrConfigMismatch = errors.New("redlimit: a different config is stored")
+	// ErrUnavailable: the store could not be reached or did not answer in time.
+	ErrUnavailable = errors.New("redlimit: store unavailable")
+	// ErrCorrupt: the store holds data under the limiter's keys that redlimit
+	// cannot read (written by something else, or of the wrong type).
+	ErrCorrupt = errors.New("redlimit: stored data unreadable")
+)
+
+// ArgumentError describes a bad argument. errors.Is(err, ErrInvalidArgument)
+// holds for every ArgumentError, and errors.Is(err, Kind) for its kind.
+type ArgumentError struct {
+	Arg    string
+	Value  string
+	Reason string
+	Kind   error // ErrInvalidArgument or a more specific sentinel
+}
+
+func (e *ArgumentError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("redlimit: invalid %s: %s", e.Arg, e.Reason)
+	}
+	return fmt.Sprintf("redlimit: invalid %s %q: %s", e.Arg, e.Value, e.Reason)
+}
+
+// Is makes every ArgumentError match ErrInvalidArgument and its Kind.
+func (e *ArgumentError) Is(target error) bool {
+	return target == ErrInvalidArgument || (e.Kind != nil && target == e.Kind)
+}
+
+// MismatchError is returned by TrySetRate when a different config is stored.
+type MismatchError struct {
+	Stored, Requested Config
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("redlimit: a different config is stored: %s (requested %s)", e.Stored, e.Requested)
+}
+
+// Is makes a MismatchError match ErrConfigMismatch.
+func (e *MismatchError) Is(target error) bool { return target == ErrConfigMismatch }

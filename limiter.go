@@ -1,0 +1,295 @@
+package redlimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redlimit/redlimit/clock"
+)
+
+// Limiter is one named rate limit in a Store, seen from one client. Every
+// Limiter with the same name on the same store shares the limit (Overall) or
+// gets its own (PerClient, by client ID). A Limiter is safe for concurrent use.
+type Limiter struct {
+	store  Store
+	name   string
+	client string
+	clock  clock.Clock
+
+	mu    sync.Mutex
+	known Config // last config seen; sent along so a store that lost it heals
+}
+
+// Result is the answer to an acquire call. A refusal is a Result with
+// Allowed false, not an error.
+type Result struct {
+	// Allowed reports whether the permits were granted.
+	Allowed bool
+	// Remaining is the number of permits a new request could have been
+	// granted when the store decided (after this grant).
+	Remaining int64
+	// RetryAfter, when refused, is how long until the permits could be
+	// granted (assuming nobody else takes them first).
+	RetryAfter time.Duration
+	// At is the store's time of the grant; zero when refused.
+	At time.Time
+	// Waited is how long the call waited for its turn.
+	Waited time.Duration
+}
+
+// Option configures a Limiter.
+type Option func(*Limiter) error
+
+// WithClientID sets the client ID that selects this client's own limit under
+// PerClient mode. The default is a random ID per Limiter.
+func WithClientID(id string) Option {
+	return func(l *Limiter) error {
+		if err := ValidateClientID(id); err != nil {
+			return err
+		}
+		l.client = id
+		return nil
+	}
+}
+
+// WithClock sets the clock used to wait for reservations (tests pass a
+// *clock.Fake). The default is clock.Real.
+func WithClock(c clock.Clock) Option {
+	return func(l *Limiter) error { l.clock = c; return nil }
+}
+
+// WithConfig tells the Limiter the config it should have. It is not written
+// by New: it is sent along with every call so that a store that lost its data
+// (a Redis restart without persistence, FLUSHALL, eviction) is restored in
+// the same round trip instead of failing with ErrNotInitialized. A config
+// that the store holds always wins over this one.
+func WithConfig(cfg Config) Option {
+	return func(l *Limiter) error {
+		c, err := cfg.Normalize()
+		if err != nil {
+			return err
+		}
+		l.known = c
+		return nil
+	}
+}
+
+// New returns the limiter called name in store. It does not touch the store.
+func New(store Store, name string, opts ...Option) (*Limiter, error) {
+	if store == nil {
+		return nil, &ArgumentError{Arg: "store", Reason: "must not be nil", Kind: ErrInvalidArgument}
+	}
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	l := &Limiter{store: store, name: name, clock: clock.Real}
+	for _, o := range opts {
+		if err := o(l); err != nil {
+			return nil, err
+		}
+	}
+	if l.client == "" {
+		l.client = NewClientID()
+	}
+	return l, nil
+}
+
+// Name returns the limiter's name.
+func (l *Limiter) Name() string { return l.name }
+
+// ClientID returns the ID of this client (its PerClient limit).
+func (l *Limiter) ClientID() string { return l.client }
+
+func (l *Limiter) key() Key { return Key{Name: l.name, Client: l.client} }
+
+func (l *Limiter) knownConfig() Config {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.known
+}
+
+func (l *Limiter) remember(c Config) {
+	if c.Rate <= 0 {
+		return
+	}
+	l.mu.Lock()
+	l.known = c
+	l.mu.Unlock()
+}
+
+// TrySetRate stores cfg where no config exists yet and reports whether it did.
+// If the same limit is already stored it returns false and no error; if a
+// different one is, it returns false and a *MismatchError (errors.Is
+// ErrConfigMismatch) naming both: Redisson keeps the old config silently.
+func (l *Limiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
+	c, err := cfg.Normalize()
+	if err != nil {
+		return false, err
+	}
+	stored, set, err := l.store.SetConfig(ctx, l.name, c, SetIfAbsent)
+	if err != nil {
+		return false, err
+	}
+	l.remember(stored)
+	if !set && !stored.SameLimit(c) {
+		return false, &MismatchError{Stored: stored, Requested: c}
+	}
+	return set, nil
+}
+
+// SetOption changes what SetRate does.
+type SetOption func(*SetMode)
+
+// ResetState makes SetRate start the limiter afresh: permits already granted
+// (and reservations of waiting callers) no longer count, for every client.
+func ResetState() SetOption { return func(m *SetMode) { *m = SetResetState } }
+
+// SetRate stores cfg for every client of the limiter at once. By default the
+// permits already granted still count under the new config (a change never
+// hands out a fresh window); pass ResetState() to start from nothing.
+func (l *Limiter) SetRate(ctx context.Context, cfg Config, opts ...SetOption) error {
+	c, err := cfg.Normalize()
+	if err != nil {
+		return err
+	}
+	how := SetKeepState
+	for _, o := range opts {
+		o(&how)
+	}
+	stored, _, err := l.store.SetConfig(ctx, l.name, c, how)
+	if err != nil {
+		return err
+	}
+	l.remember(stored)
+	return nil
+}
+
+// Config reads the stored config back (ErrNotInitialized if there is none).
+func (l *Limiter) Config(ctx context.Context) (Config, error) {
+	c, err := l.store.Config(ctx, l.name)
+	if err != nil {
+		return Config{}, err
+	}
+	l.remember(c)
+	return c, nil
+}
+
+// TryAcquire grants n permits now or refuses at once.
+func (l *Limiter) TryAcquire(ctx context.Context, n int64) (Result, error) {
+	return l.acquire(ctx, n, 0)
+}
+
+// TryAcquireWait grants n permits, waiting up to maxWait (and no longer than
+// ctx allows) for them. If they cannot be had within that time it refuses at
+// once, without waiting. Waiters are served in the order they asked, across
+// all clients: one round trip reserves the caller's turn and the call sleeps
+// until then, without polling.
+func (l *Limiter) TryAcquireWait(ctx context.Context, n int64, maxWait time.Duration) (Result, error) {
+	if maxWait < 0 {
+		return Result{}, &ArgumentError{Arg: "wait", Value: maxWait.String(), Reason: "must not be negative", Kind: ErrInvalidArgument}
+	}
+	return l.acquire(ctx, n, maxWait)
+}
+
+// Acquire waits until n permits are granted or ctx ends. A caller whose
+// context ends while it waits hands its reserved permits back, so they are
+// not lost to others, and gets ctx.Err().
+func (l *Limiter) Acquire(ctx context.Context, n int64) (Result, error) {
+	return l.acquire(ctx, n, -1)
+}
+
+// handBackTimeout bounds the hand-back of a cancelled reservation.
+const handBackTimeout = 2 * time.Second
+
+func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (Result, error) {
+	known := l.knownConfig()
+	if err := ValidatePermits(n, known); err != nil {
+		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if left < 0 {
+			left = 0
+		}
+		if maxWait < 0 || left < maxWait {
+			maxWait = left
+		}
+	}
+	d, err := l.store.Acquire(ctx, l.key(), known, n, maxWait)
+	if err != nil {
+		return Result{}, err
+	}
+	l.remember(d.Config)
+	if !d.Granted {
+		return Result{Remaining: d.Remaining, RetryAfter: d.Wait}, nil
+	}
+	res := Result{Allowed: true, Remaining: d.Remaining, At: d.At, Waited: d.Wait}
+	if d.Wait <= 0 {
+		return res, nil
+	}
+	fired, stop := l.clock.NewTimer(d.Wait)
+	select {
+	case <-fired:
+		return res, nil
+	case <-ctx.Done():
+		stop()
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+		defer cancel()
+		if _, herr := l.store.Cancel(hctx, l.key(), d.Config, d.At, n); herr != nil {
+			return Result{}, errors.Join(ctx.Err(), fmt.Errorf("redlimit: handing back a reservation: %w", herr))
+		}
+		return Result{}, ctx.Err()
+	}
+}
+
+// Release hands back up to n permits this client was granted and did not
+// use, newest first, so that others can have them before their interval
+// ends. It returns how many were handed back (fewer than n when fewer are
+// held).
+func (l *Limiter) Release(ctx context.Context, n int64) (int64, error) {
+	if n <= 0 {
+		return 0, &ArgumentError{Arg: "permits", Value: fmt.Sprint(n), Reason: "must be at least 1", Kind: ErrInvalidArgument}
+	}
+	return l.store.Release(ctx, l.key(), l.knownConfig(), n)
+}
+
+// AvailablePermits returns how many permits a request could be granted now.
+func (l *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
+	n, cfg, err := l.store.Available(ctx, l.key(), l.knownConfig())
+	if err != nil {
+		return 0, err
+	}
+	l.remember(cfg)
+	return n, nil
+}
+
+// Delete removes the limiter: its config and the state of every client. It
+// reports whether a config existed. This Limiter forgets the config too;
+// another Limiter that still knows it (WithConfig, or from earlier calls)
+// restores it on its next call, as after a data loss.
+func (l *Limiter) Delete(ctx context.Context) (bool, error) {
+	l.mu.Lock()
+	l.known = Config{}
+	l.mu.Unlock()
+	return l.store.Delete(ctx, l.name)
+}
+
+// Expire makes the limiter's config disappear after ttl (its state expires on
+// its own once idle); it reports whether a config existed.
+func (l *Limiter) Expire(ctx context.Context, ttl time.Duration) (bool, error) {
+	if ttl < time.Millisecond {
+		return false, &ArgumentError{Arg: "ttl", Value: ttl.String(), Reason: "must be at least 1ms", Kind: ErrInvalidArgument}
+	}
+	return l.store.Expire(ctx, l.name, ttl)
+}
+
+// ClearExpire removes a TTL set by Expire; it reports whether there was one.
+func (l *Limiter) ClearExpire(ctx context.Context) (bool, error) {
+	return l.store.ClearExpire(ctx, l.name)
+}

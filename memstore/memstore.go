@@ -1,0 +1,343 @@
+// Package memstore is the in-process Store: no server, the embedded default.
+// It runs the algorithms' Go rules directly, under one mutex per limiter.
+//
+// Limiters in one memory store are shared by every Limiter opened on it in
+// this process; PerClient limits are told apart by client ID as in Redis.
+package memstore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/algorithm/slidinglog"
+	"github.com/redlimit/redlimit/clock"
+)
+
+// Store is an in-memory redlimit.Store. The zero value is not usable; call New.
+type Store struct {
+	clock clock.Clock
+
+	mu       sync.Mutex
+	limiters map[string]*limiter
+}
+
+var _ redlimit.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock makes the store read time from c (tests pass a *clock.Fake).
+func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
+
+// New returns an empty memory store.
+func New(opts ...Option) *Store {
+	s := &Store{clock: clock.Real, limiters: make(map[string]*limiter)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// limiter is one name's config and logs.
+type limiter struct {
+	mu        sync.Mutex
+	cfg       redlimit.Config // Rate 0: none stored
+	expiresAt int64           // ms; 0: the config does not expire
+	logs      map[string]*log // "" holds the Overall log, else a client's
+	swept     int64           // ms of the last sweep of idle logs
+}
+
+type log struct {
+	slidinglog.State
+	epoch int64
+}
+
+func (s *Store) nowMS() int64 { return s.clock.Now().UnixMilli() }
+
+// get returns the limiter for name, creating an empty one when create is set.
+func (s *Store) get(name string, create bool) *limiter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.limiters[name]
+	if l == nil && create {
+		l = &limiter{logs: make(map[string]*log)}
+		s.limiters[name] = l
+	}
+	return l
+}
+
+// drop forgets name if l is still its limiter and holds nothing.
+func (s *Store) drop(name string, l *limiter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.limiters[name] == l {
+		delete(s.limiters, name)
+	}
+}
+
+// expireConfig forgets a config whose TTL has passed. l.mu is held.
+func (l *limiter) expireConfig(now int64) {
+	if l.expiresAt != 0 && now >= l.expiresAt {
+		l.cfg, l.expiresAt = redlimit.Config{}, 0
+	}
+}
+
+// config returns the stored config, restoring it from known when it was
+// lost. l.mu is held.
+func (l *limiter) config(now int64, known redlimit.Config) (redlimit.Config, error) {
+	l.expireConfig(now)
+	if l.cfg.Rate == 0 {
+		if known.Rate == 0 {
+			return redlimit.Config{}, redlimit.ErrNotInitialized
+		}
+		l.cfg = known
+	}
+	return l.cfg, nil
+}
+
+// log returns the log that key uses under cfg, emptied if it belongs to
+// another epoch. l.mu is held.
+func (l *limiter) log(cfg redlimit.Config, client string, now int64) *log {
+	l.sweep(cfg, now)
+	if cfg.Mode != redlimit.PerClient {
+		client = ""
+	}
+	lg := l.logs[client]
+	if lg == nil || lg.epoch != cfg.Epoch {
+		lg = &log{epoch: cfg.Epoch}
+		l.logs[client] = lg
+	}
+	return lg
+}
+
+// sweep forgets logs that hold nothing that can change an answer (such as the
+// log of a PerClient client that went away), at most once per interval.
+func (l *limiter) sweep(cfg redlimit.Config, now int64) {
+	lim := limitOf(cfg)
+	if now-l.swept < lim.Interval {
+		return
+	}
+	l.swept = now
+	for id, lg := range l.logs {
+		if lg.IdleAfter(lim) <= now || lg.epoch != cfg.Epoch {
+			delete(l.logs, id)
+		}
+	}
+}
+
+func limitOf(c redlimit.Config) slidinglog.Limit {
+	return slidinglog.Limit{Rate: c.Rate, Interval: c.Interval.Milliseconds()}
+}
+
+func ms(t int64) time.Time { return time.UnixMilli(t) }
+
+// SetConfig implements redlimit.Store.
+func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config, how redlimit.SetMode) (redlimit.Config, bool, error) {
+	if err := redlimit.ValidateName(name); err != nil {
+		return redlimit.Config{}, false, err
+	}
+	c, err := cfg.Normalize()
+	if err != nil {
+		return redlimit.Config{}, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return redlimit.Config{}, false, err
+	}
+	l := s.get(name, true)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.expireConfig(s.nowMS())
+	switch {
+	case l.cfg.Rate != 0 && how == redlimit.SetIfAbsent:
+		return l.cfg, false, nil
+	case l.cfg.Rate != 0 && how == redlimit.SetKeepState:
+		c.Epoch = l.cfg.Epoch
+	default:
+		c.Epoch = redlimit.NewEpoch()
+	}
+	l.cfg = c
+	return c, true, nil
+}
+
+// Config implements redlimit.Store.
+func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error) {
+	if err := redlimit.ValidateName(name); err != nil {
+		return redlimit.Config{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return redlimit.Config{}, err
+	}
+	l := s.get(name, false)
+	if l == nil {
+		return redlimit.Config{}, redlimit.ErrNotInitialized
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.config(s.nowMS(), redlimit.Config{})
+}
+
+// with runs f on key's log under the limiter's lock, after the checks every
+// call shares.
+func (s *Store) with(ctx context.Context, key redlimit.Key, known redlimit.Config, f func(lg *log, cfg redlimit.Config, now int64) error) (redlimit.Config, error) {
+	if err := redlimit.ValidateName(key.Name); err != nil {
+		return redlimit.Config{}, err
+	}
+	if known.Rate != 0 {
+		var err error
+		if known, err = known.Normalize(); err != nil {
+			return redlimit.Config{}, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return redlimit.Config{}, err
+	}
+	l := s.get(key.Name, known.Rate != 0)
+	if l == nil {
+		return redlimit.Config{}, redlimit.ErrNotInitialized
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := s.nowMS()
+	cfg, err := l.config(now, known)
+	if err != nil {
+		return redlimit.Config{}, err
+	}
+	return cfg, f(l.log(cfg, key.Client, now), cfg, now)
+}
+
+// Acquire implements redlimit.Store.
+func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (redlimit.Decision, error) {
+	if err := redlimit.ValidatePermits(n, redlimit.Config{}); err != nil {
+		return redlimit.Decision{}, err
+	}
+	var d slidinglog.Decision
+	cfg, err := s.with(ctx, key, known, func(lg *log, cfg redlimit.Config, now int64) error {
+		if n > cfg.Rate {
+			return redlimit.PermitsExceedRate(n, cfg.Rate)
+		}
+		d = lg.Acquire(now, limitOf(cfg), n, waitMS(maxWait))
+		return nil
+	})
+	if err != nil {
+		return redlimit.Decision{}, err
+	}
+	out := redlimit.Decision{Granted: d.Granted, Remaining: d.Remaining, Wait: time.Duration(d.Wait) * time.Millisecond, Now: ms(d.Now), Config: cfg}
+	if d.Granted {
+		out.At = ms(d.At)
+	}
+	return out, nil
+}
+
+// waitMS turns a maximum wait into whole milliseconds (rounded down: a
+// reservation never ends later than the caller allowed); negative is unlimited.
+func waitMS(d time.Duration) int64 {
+	if d < 0 {
+		return slidinglog.Unlimited
+	}
+	return d.Milliseconds()
+}
+
+// Cancel implements redlimit.Store.
+func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Config, at time.Time, n int64) (int64, error) {
+	if n <= 0 {
+		return 0, redlimit.ValidatePermits(n, redlimit.Config{})
+	}
+	var got int64
+	_, err := s.with(ctx, key, known, func(lg *log, cfg redlimit.Config, now int64) error {
+		got = lg.Cancel(now, limitOf(cfg), at.UnixMilli(), n)
+		return nil
+	})
+	return got, err
+}
+
+// Release implements redlimit.Store.
+func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64) (int64, error) {
+	if n <= 0 {
+		return 0, redlimit.ValidatePermits(n, redlimit.Config{})
+	}
+	var got int64
+	_, err := s.with(ctx, key, known, func(lg *log, cfg redlimit.Config, now int64) error {
+		got = lg.Release(now, limitOf(cfg), n)
+		return nil
+	})
+	return got, err
+}
+
+// Available implements redlimit.Store.
+func (s *Store) Available(ctx context.Context, key redlimit.Key, known redlimit.Config) (int64, redlimit.Config, error) {
+	var got int64
+	cfg, err := s.with(ctx, key, known, func(lg *log, cfg redlimit.Config, now int64) error {
+		got = lg.Available(now, limitOf(cfg))
+		return nil
+	})
+	return got, cfg, err
+}
+
+// Delete implements redlimit.Store.
+func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
+	if err := redlimit.ValidateName(name); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	l := s.get(name, false)
+	if l == nil {
+		return false, nil
+	}
+	l.mu.Lock()
+	l.expireConfig(s.nowMS())
+	existed := l.cfg.Rate != 0
+	l.cfg, l.expiresAt, l.logs = redlimit.Config{}, 0, make(map[string]*log)
+	l.mu.Unlock()
+	s.drop(name, l)
+	return existed, nil
+}
+
+// Expire implements redlimit.Store.
+func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+	if err := redlimit.ValidateName(name); err != nil {
+		return false, err
+	}
+	if ttl < time.Millisecond {
+		return false, &redlimit.ArgumentError{Arg: "ttl", Value: ttl.String(), Reason: "must be at least 1ms", Kind: redlimit.ErrInvalidArgument}
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	l := s.get(name, false)
+	if l == nil {
+		return false, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := s.nowMS()
+	l.expireConfig(now)
+	if l.cfg.Rate == 0 {
+		return false, nil
+	}
+	l.expiresAt = now + ttl.Milliseconds()
+	return true, nil
+}
+
+// ClearExpire implements redlimit.Store.
+func (s *Store) ClearExpire(ctx context.Context, name string) (bool, error) {
+	if err := redlimit.ValidateName(name); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	l := s.get(name, false)
+	if l == nil {
+		return false, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.expireConfig(s.nowMS())
+	had := l.expiresAt != 0
+	l.expiresAt = 0
+	return had, nil
+}

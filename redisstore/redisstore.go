@@ -1,0 +1,364 @@
+// Package redisstore keeps limiters in Redis, so that every process using the
+// same Redis shares their limits. It takes any go-redis v9 UniversalClient:
+// one server, Sentinel (a failover client) or Cluster.
+//
+// Each call is one round trip: a Lua script (embedded from scripts/*.lua, run
+// by EVALSHA with a fallback to EVAL when Redis lost its script cache) that
+// reads the time from Redis itself, so clients whose clocks disagree still
+// share one timeline. Scripts write, so they always run on the primary.
+//
+// Keys: PREFIX{name}:config (a hash that persists until Delete or Expire),
+// PREFIX{name}:state and PREFIX{name}:log (Overall), and the same with
+// :CLIENTID appended (PerClient). State keys expire on their own once idle
+// long enough that forgetting them changes no answer.
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clock"
+)
+
+var (
+	//go:embed scripts/limiter.lua
+	limiterLua    string
+	limiterScript = redis.NewScript(limiterLua)
+
+	//go:embed scripts/setconfig.lua
+	setConfigLua    string
+	setConfigScript = redis.NewScript(setConfigLua)
+)
+
+// Store is a redlimit.Store on Redis. It is safe for concurrent use.
+type Store struct {
+	rdb    redis.UniversalClient
+	prefix string
+	clock  clock.Clock // nil: Redis TIME
+}
+
+var _ redlimit.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option func(*Store) error
+
+// WithPrefix sets the prefix of every key (default "redlimit:"). It must not
+// contain '{' or '}', which would change the keys' Cluster hash slot.
+func WithPrefix(p string) Option {
+	return func(s *Store) error {
+		if strings.ContainsAny(p, "{}") || len(p) > 256 {
+			return &redlimit.ArgumentError{Arg: "prefix", Value: p, Reason: "must be at most 256 bytes without '{' or '}'", Kind: redlimit.ErrInvalidArgument}
+		}
+		s.prefix = p
+		return nil
+	}
+}
+
+// WithClock makes the scripts use c's time instead of Redis TIME. It exists
+// for tests (and for sharing a timeline with a store that has no clock of
+// its own); keys then expire a minute later than the times computed with c,
+// since Redis expires them by its own clock.
+func WithClock(c clock.Clock) Option {
+	return func(s *Store) error { s.clock = c; return nil }
+}
+
+// New returns a store on rdb.
+func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
+	if rdb == nil {
+		return nil, &redlimit.ArgumentError{Arg: "redis client", Reason: "must not be nil", Kind: redlimit.ErrInvalidArgument}
+	}
+	s := &Store{rdb: rdb, prefix: DefaultPrefix}
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Client returns the Redis client the store uses.
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// Prefix returns the key prefix.
+func (s *Store) Prefix() string { return s.prefix }
+
+func (s *Store) nowArg() string {
+	if s.clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(s.clock.Now().UnixMilli(), 10)
+}
+
+func modeString(m redlimit.Mode) string { return m.String() }
+
+// configArgs are the ARGV that describe cfg; empty when it is unknown.
+func configArgs(cfg redlimit.Config) []any {
+	if cfg.Rate == 0 {
+		return []any{"", "", "", "", ""}
+	}
+	return []any{string(cfg.Algorithm), modeString(cfg.Mode), cfg.Rate, cfg.Interval.Milliseconds(), cfg.Epoch}
+}
+
+// SetConfig implements redlimit.Store.
+func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config, how redlimit.SetMode) (redlimit.Config, bool, error) {
+	if err := redlimit.ValidateName(name); err != nil {
+		return redlimit.Config{}, false, err
+	}
+	c, err := cfg.Normalize()
+	if err != nil {
+		return redlimit.Config{}, false, err
+	}
+	hows := map[redlimit.SetMode]string{redlimit.SetIfAbsent: "if-absent", redlimit.SetKeepState: "keep", redlimit.SetResetState: "reset"}
+	h, ok := hows[how]
+	if !ok {
+		return redlimit.Config{}, false, &redlimit.ArgumentError{Arg: "set mode", Value: fmt.Sprint(how), Reason: "unknown", Kind: redlimit.ErrInvalidArgument}
+	}
+	k := limiterKeys(s.prefix, name)
+	args := append([]any{h}, configArgs(c)[:4]...)
+	args = append(args, redlimit.NewEpoch())
+	raw, err := setConfigScript.Run(ctx, s.rdb, []string{k.config, k.state, k.log}, args...).Result()
+	if err != nil {
+		return redlimit.Config{}, false, wrap(err)
+	}
+	r, err := asArray(raw, 6)
+	if err != nil {
+		return redlimit.Config{}, false, err
+	}
+	stored, err := decodeConfig(r[1:6])
+	if err != nil {
+		return redlimit.Config{}, false, err
+	}
+	return stored, r[0] == int64(1), nil
+}
+
+// Config implements redlimit.Store.
+func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error) {
+	if err := redlimit.ValidateName(name); err != nil {
+		return redlimit.Config{}, err
+	}
+	vals, err := s.rdb.HMGet(ctx, limiterKeys(s.prefix, name).config, "algorithm", "mode", "rate", "interval", "epoch").Result()
+	if err != nil {
+		return redlimit.Config{}, wrap(err)
+	}
+	if vals[0] == nil && vals[2] == nil {
+		return redlimit.Config{}, redlimit.ErrNotInitialized
+	}
+	return decodeConfig(vals)
+}
+
+// reply is limiter.lua's answer.
+type reply struct {
+	code, value, wait, at, now int64
+	cfg                        redlimit.Config
+}
+
+func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config, op string, n int64, arg3 int64) (reply, error) {
+	if err := redlimit.ValidateName(key.Name); err != nil {
+		return reply{}, err
+	}
+	if err := redlimit.ValidateClientID(key.Client); err != nil {
+		return reply{}, err
+	}
+	if known.Rate != 0 {
+		var err error
+		if known, err = known.Normalize(); err != nil {
+			return reply{}, err
+		}
+	}
+	args := append([]any{op, n, arg3, s.nowArg()}, configArgs(known)...)
+	raw, err := limiterScript.Run(ctx, s.rdb, limiterKeys(s.prefix, key.Name).scriptKeys(key.Client), args...).Result()
+	if err != nil {
+		return reply{}, wrap(err)
+	}
+	r, err := asArray(raw, 1)
+	if err != nil {
+		return reply{}, err
+	}
+	switch r[0] {
+	case int64(-1):
+		return reply{}, redlimit.ErrNotInitialized
+	case int64(-3):
+		return reply{}, fmt.Errorf("%w: config of limiter %q", redlimit.ErrCorrupt, key.Name)
+	}
+	if len(r) != 10 {
+		return reply{}, fmt.Errorf("%w: script reply has %d elements, want 10", redlimit.ErrCorrupt, len(r))
+	}
+	var out reply
+	for i, p := range []*int64{&out.code, &out.value, &out.wait, &out.at, &out.now} {
+		v, ok := r[i].(int64)
+		if !ok {
+			return reply{}, fmt.Errorf("%w: script reply element %d is %T", redlimit.ErrCorrupt, i, r[i])
+		}
+		*p = v
+	}
+	if out.cfg, err = decodeConfig(r[5:10]); err != nil {
+		return reply{}, err
+	}
+	if out.code == -2 {
+		return reply{}, redlimit.PermitsExceedRate(n, out.cfg.Rate)
+	}
+	return out, nil
+}
+
+// Acquire implements redlimit.Store.
+func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (redlimit.Decision, error) {
+	if err := redlimit.ValidatePermits(n, redlimit.Config{}); err != nil {
+		return redlimit.Decision{}, err
+	}
+	wait := int64(-1)
+	if maxWait >= 0 {
+		wait = maxWait.Milliseconds()
+	}
+	r, err := s.run(ctx, key, known, "acquire", n, wait)
+	if err != nil {
+		return redlimit.Decision{}, err
+	}
+	d := redlimit.Decision{Granted: r.code == 1, Remaining: r.value, Wait: time.Duration(r.wait) * time.Millisecond, Now: time.UnixMilli(r.now), Config: r.cfg}
+	if d.Granted {
+		d.At = time.UnixMilli(r.at)
+	}
+	return d, nil
+}
+
+// Cancel implements redlimit.Store.
+func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Config, at time.Time, n int64) (int64, error) {
+	if n <= 0 {
+		return 0, redlimit.ValidatePermits(n, redlimit.Config{})
+	}
+	r, err := s.run(ctx, key, known, "cancel", n, at.UnixMilli())
+	return r.value, err
+}
+
+// Release implements redlimit.Store.
+func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64) (int64, error) {
+	if n <= 0 {
+		return 0, redlimit.ValidatePermits(n, redlimit.Config{})
+	}
+	r, err := s.run(ctx, key, known, "release", n, 0)
+	return r.value, err
+}
+
+// Available implements redlimit.Store.
+func (s *Store) Available(ctx context.Context, key redlimit.Key, known redlimit.Config) (int64, redlimit.Config, error) {
+	r, err := s.run(ctx, key, known, "available", 0, 0)
+	return r.value, r.cfg, err
+}
+
+// Delete implements redlimit.Store. The PerClient state of other clients is
+// left to expire on its own; it belongs to the deleted limiter's epoch and no
+// new config will match it.
+func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
+	if err := redlimit.ValidateName(name); err != nil {
+		return false, err
+	}
+	k := limiterKeys(s.prefix, name)
+	var existed *redis.IntCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		existed = p.Exists(ctx, k.config)
+		p.Del(ctx, k.config, k.state, k.log)
+		return nil
+	})
+	if err != nil {
+		return false, wrap(err)
+	}
+	return existed.Val() == 1, nil
+}
+
+// Expire implements redlimit.Store.
+func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+	if err := redlimit.ValidateName(name); err != nil {
+		return false, err
+	}
+	if ttl < time.Millisecond {
+		return false, &redlimit.ArgumentError{Arg: "ttl", Value: ttl.String(), Reason: "must be at least 1ms", Kind: redlimit.ErrInvalidArgument}
+	}
+	ok, err := s.rdb.PExpire(ctx, limiterKeys(s.prefix, name).config, ttl).Result()
+	if err != nil {
+		return false, wrap(err)
+	}
+	return ok, nil
+}
+
+// ClearExpire implements redlimit.Store.
+func (s *Store) ClearExpire(ctx context.Context, name string) (bool, error) {
+	if err := redlimit.ValidateName(name); err != nil {
+		return false, err
+	}
+	ok, err := s.rdb.Persist(ctx, limiterKeys(s.prefix, name).config).Result()
+	if err != nil {
+		return false, wrap(err)
+	}
+	return ok, nil
+}
+
+// wrap gives a Redis error its redlimit meaning, keeping the cause.
+func wrap(err error) error {
+	var rerr redis.Error
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %w", redlimit.ErrUnavailable, err)
+	case errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE"):
+		return fmt.Errorf("%w: %w", redlimit.ErrCorrupt, err)
+	case errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "ERR") && strings.Contains(rerr.Error(), "script"):
+		// A failing script is a bug or foreign data, not an outage.
+		return fmt.Errorf("%w: %w", redlimit.ErrCorrupt, err)
+	}
+	var nerr net.Error
+	if errors.As(err, &nerr) || errors.Is(err, io.EOF) || errors.Is(err, redis.ErrClosed) || errors.As(err, &rerr) {
+		return fmt.Errorf("%w: %w", redlimit.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%w: %w", redlimit.ErrUnavailable, err)
+}
+
+// asArray checks that raw is an array of at least min elements.
+func asArray(raw any, min int) ([]any, error) {
+	r, ok := raw.([]any)
+	if !ok || len(r) < min {
+		return nil, fmt.Errorf("%w: unexpected script reply %T", redlimit.ErrCorrupt, raw)
+	}
+	return r, nil
+}
+
+// decodeConfig reads {algorithm, mode, rate, interval, epoch} as strings or
+// integers, and checks them.
+func decodeConfig(v []any) (redlimit.Config, error) {
+	if len(v) != 5 {
+		return redlimit.Config{}, fmt.Errorf("%w: config has %d fields", redlimit.ErrCorrupt, len(v))
+	}
+	text := make([]string, 5)
+	for i, x := range v {
+		switch x := x.(type) {
+		case string:
+			text[i] = x
+		case int64:
+			text[i] = strconv.FormatInt(x, 10)
+		default:
+			return redlimit.Config{}, fmt.Errorf("%w: config field %d is %T", redlimit.ErrCorrupt, i, x)
+		}
+	}
+	mode, err := redlimit.ParseMode(text[1])
+	if err != nil {
+		return redlimit.Config{}, fmt.Errorf("%w: mode %q", redlimit.ErrCorrupt, text[1])
+	}
+	rate, err1 := strconv.ParseInt(text[2], 10, 64)
+	interval, err2 := strconv.ParseInt(text[3], 10, 64)
+	epoch, err3 := strconv.ParseInt(text[4], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil || interval > int64(redlimit.MaxInterval/time.Millisecond) {
+		return redlimit.Config{}, fmt.Errorf("%w: config %q", redlimit.ErrCorrupt, text)
+	}
+	c := redlimit.Config{Algorithm: redlimit.Algorithm(text[0]), Mode: mode, Rate: rate, Interval: time.Duration(interval) * time.Millisecond, Epoch: epoch}
+	if _, err := c.Normalize(); err != nil {
+		return redlimit.Config{}, fmt.Errorf("%w: %w", redlimit.ErrCorrupt, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,146 @@
+package redlimit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Store keeps limiters' configs and state. The memory store
+// (github.com/redlimit/redlimit/memstore) and the Redis store
+// (github.com/redlimit/redlimit/redisstore) implement it; both run the same
+// rules (package algorithm/...) and pass the same conformance suite
+// (package storetest). A Store is safe for concurrent use.
+//
+// Stores validate their arguments too and return the same typed errors as
+// Limiter; the Limiter checks first so that bad input never reaches a store.
+type Store interface {
+	// SetConfig stores cfg (already normalized) under name as how says and
+	// returns the config stored afterwards and whether cfg was written.
+	SetConfig(ctx context.Context, name string, cfg Config, how SetMode) (stored Config, set bool, err error)
+	// Config returns the stored config, or ErrNotInitialized.
+	Config(ctx context.Context, name string) (Config, error)
+	// Acquire asks for n permits for key, waiting at most maxWait
+	// (negative: no bound). known is the config the caller last saw (zero
+	// Rate: none); a store that lost its config restores it from known.
+	Acquire(ctx context.Context, key Key, known Config, n int64, maxWait time.Duration) (Decision, error)
+	// Cancel hands back up to n permits of a reservation made for instant at
+	// and returns how many were handed back.
+	Cancel(ctx context.Context, key Key, known Config, at time.Time, n int64) (int64, error)
+	// Release hands back up to n permits granted to key and returns how many
+	// were handed back.
+	Release(ctx context.Context, key Key, known Config, n int64) (int64, error)
+	// Available returns the permits a request could be granted now, and the
+	// stored config.
+	Available(ctx context.Context, key Key, known Config) (int64, Config, error)
+	// Delete removes the limiter's config and state; it reports whether a
+	// config existed.
+	Delete(ctx context.Context, name string) (bool, error)
+	// Expire makes the config disappear after ttl; it reports whether a
+	// config existed.
+	Expire(ctx context.Context, name string, ttl time.Duration) (bool, error)
+	// ClearExpire undoes Expire; it reports whether a TTL was removed.
+	ClearExpire(ctx context.Context, name string) (bool, error)
+}
+
+// SetMode says how Store.SetConfig treats a config that is already stored.
+type SetMode int
+
+const (
+	// SetIfAbsent writes only where no config is stored (TrySetRate).
+	SetIfAbsent SetMode = iota
+	// SetKeepState overwrites the config; permits already granted still count.
+	SetKeepState
+	// SetResetState overwrites the config and starts from an empty state.
+	SetResetState
+)
+
+// Key names one log of a limiter: the limiter's name and the client asking.
+// The client ID selects the log of a PerClient limiter and is ignored by an
+// Overall one.
+type Key struct {
+	Name   string
+	Client string
+}
+
+// Decision is a store's answer to Acquire.
+type Decision struct {
+	Granted bool
+	// Remaining is what a new request could be granted at Now.
+	Remaining int64
+	// At is the store time of the grant; a grant after Now is a reservation
+	// the caller waits for.
+	At time.Time
+	// Wait is At-Now when granted; when refused, how long until the request
+	// could be granted.
+	Wait time.Duration
+	// Now is the store time of the decision.
+	Now time.Time
+	// Config is the stored config the decision was made under.
+	Config Config
+}
+
+// MaxNameLen is the longest limiter name, in bytes.
+const MaxNameLen = 1024
+
+// MaxClientIDLen is the longest client ID, in bytes.
+const MaxClientIDLen = 256
+
+// ValidateName checks a limiter name: 1..MaxNameLen bytes, any bytes at all
+// (stores encode names so that no name can reach another limiter's keys).
+func ValidateName(name string) error {
+	if name == "" {
+		return &ArgumentError{Arg: "name", Reason: "must not be empty", Kind: ErrInvalidArgument}
+	}
+	if len(name) > MaxNameLen {
+		return &ArgumentError{Arg: "name", Reason: fmt.Sprintf("is %d bytes, at most %d allowed", len(name), MaxNameLen), Kind: ErrInvalidArgument}
+	}
+	return nil
+}
+
+// ValidateClientID checks a client ID: 1..MaxClientIDLen bytes of printable UTF-8.
+func ValidateClientID(id string) error {
+	if id == "" || len(id) > MaxClientIDLen || !utf8.ValidString(id) {
+		return &ArgumentError{Arg: "client ID", Value: id, Reason: fmt.Sprintf("must be 1..%d bytes of UTF-8", MaxClientIDLen), Kind: ErrInvalidArgument}
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f {
+			return &ArgumentError{Arg: "client ID", Value: id, Reason: "must not hold control characters", Kind: ErrInvalidArgument}
+		}
+	}
+	return nil
+}
+
+// ValidatePermits checks a permit count against the config known (if any).
+func ValidatePermits(n int64, known Config) error {
+	if n <= 0 {
+		return &ArgumentError{Arg: "permits", Value: fmt.Sprint(n), Reason: "must be at least 1", Kind: ErrInvalidArgument}
+	}
+	if n > MaxRate || (known.Rate > 0 && n > known.Rate) {
+		return PermitsExceedRate(n, known.Rate)
+	}
+	return nil
+}
+
+// PermitsExceedRate is the error for asking n permits of a limiter allowing rate.
+func PermitsExceedRate(n, rate int64) error {
+	return &ArgumentError{Arg: "permits", Value: fmt.Sprint(n), Reason: fmt.Sprintf("exceed the rate %d: they could never be granted", rate), Kind: ErrPermitsExceedRate}
+}
+
+// NewEpoch returns a fresh random epoch for a created or reset limiter: a
+// positive integer below 2^52, exact in every store.
+func NewEpoch() int64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return int64(binary.LittleEndian.Uint64(b[:])>>12) | 1
+}
+
+// NewClientID returns a random client ID.
+func NewClientID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%x", b)
+}

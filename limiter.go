@@ -206,7 +206,7 @@ const handBackTimeout = 2 * time.Second
 
 func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (Result, error) {
 	known := l.knownConfig()
-	if err := ValidatePermits(n, known); err != nil {
+	if err := ValidatePermits(n); err != nil {
 		return Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -269,10 +269,12 @@ func (l *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// Delete removes the limiter: its config and the state of every client. It
-// reports whether a config existed. This Limiter forgets the config too;
-// another Limiter that still knows it (WithConfig, or from earlier calls)
-// restores it on its next call, as after a data loss.
+// Delete removes the limiter's config and its Overall state, and reports
+// whether a config existed. PerClient state is left to expire on its own
+// (within one interval): a config set afterwards starts a new epoch that
+// never counts it. This Limiter forgets the config too; another Limiter that
+// still knows it (WithConfig, or from earlier calls) restores it, epoch and
+// all, on its next call, exactly as after a data loss.
 func (l *Limiter) Delete(ctx context.Context) (bool, error) {
 	l.mu.Lock()
 	l.known = Config{}

@@ -36,8 +36,8 @@ type Store interface {
 	// Available returns the permits a request could be granted now, and the
 	// stored config.
 	Available(ctx context.Context, key Key, known Config) (int64, Config, error)
-	// Delete removes the limiter's config and state; it reports whether a
-	// config existed.
+	// Delete removes the limiter's config and Overall state; it reports
+	// whether a config existed.
 	Delete(ctx context.Context, name string) (bool, error)
 	// Expire makes the config disappear after ttl; it reports whether a
 	// config existed.
@@ -114,13 +114,15 @@ func ValidateClientID(id string) error {
 	return nil
 }
 
-// ValidatePermits checks a permit count against the config known (if any).
-func ValidatePermits(n int64, known Config) error {
+// ValidatePermits checks a permit count. Whether it exceeds the rate is
+// checked by the store against the stored config (a client's copy may be
+// out of date), before any state is touched.
+func ValidatePermits(n int64) error {
 	if n <= 0 {
 		return &ArgumentError{Arg: "permits", Value: fmt.Sprint(n), Reason: "must be at least 1", Kind: ErrInvalidArgument}
 	}
-	if n > MaxRate || (known.Rate > 0 && n > known.Rate) {
-		return PermitsExceedRate(n, known.Rate)
+	if n > MaxRate {
+		return PermitsExceedRate(n, MaxRate)
 	}
 	return nil
 }

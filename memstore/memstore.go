@@ -121,7 +121,7 @@ func (l *limiter) sweep(cfg redlimit.Config, now int64) {
 	}
 	l.swept = now
 	for id, lg := range l.logs {
-		if lg.IdleAfter(lim) <= now || lg.epoch != cfg.Epoch {
+		if lg.Forgotten(now) || lg.epoch != cfg.Epoch {
 			delete(l.logs, id)
 		}
 	}
@@ -209,7 +209,7 @@ func (s *Store) with(ctx context.Context, key redlimit.Key, known redlimit.Confi
 
 // Acquire implements redlimit.Store.
 func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (redlimit.Decision, error) {
-	if err := redlimit.ValidatePermits(n, redlimit.Config{}); err != nil {
+	if err := redlimit.ValidatePermits(n); err != nil {
 		return redlimit.Decision{}, err
 	}
 	var d slidinglog.Decision
@@ -242,7 +242,7 @@ func waitMS(d time.Duration) int64 {
 // Cancel implements redlimit.Store.
 func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Config, at time.Time, n int64) (int64, error) {
 	if n <= 0 {
-		return 0, redlimit.ValidatePermits(n, redlimit.Config{})
+		return 0, redlimit.ValidatePermits(n)
 	}
 	var got int64
 	_, err := s.with(ctx, key, known, func(lg *log, cfg redlimit.Config, now int64) error {
@@ -255,7 +255,7 @@ func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Con
 // Release implements redlimit.Store.
 func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64) (int64, error) {
 	if n <= 0 {
-		return 0, redlimit.ValidatePermits(n, redlimit.Config{})
+		return 0, redlimit.ValidatePermits(n)
 	}
 	var got int64
 	_, err := s.with(ctx, key, known, func(lg *log, cfg redlimit.Config, now int64) error {
@@ -275,7 +275,9 @@ func (s *Store) Available(ctx context.Context, key redlimit.Key, known redlimit.
 	return got, cfg, err
 }
 
-// Delete implements redlimit.Store.
+// Delete implements redlimit.Store. As in Redis, the PerClient logs of other
+// clients are left to expire on their own: they belong to the deleted
+// config's epoch, which a new config never has.
 func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
 	if err := redlimit.ValidateName(name); err != nil {
 		return false, err
@@ -290,9 +292,13 @@ func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
 	l.mu.Lock()
 	l.expireConfig(s.nowMS())
 	existed := l.cfg.Rate != 0
-	l.cfg, l.expiresAt, l.logs = redlimit.Config{}, 0, make(map[string]*log)
+	l.cfg, l.expiresAt = redlimit.Config{}, 0
+	delete(l.logs, "")
+	empty := len(l.logs) == 0
 	l.mu.Unlock()
-	s.drop(name, l)
+	if empty {
+		s.drop(name, l)
+	}
 	return existed, nil
 }
 

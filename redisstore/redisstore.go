@@ -212,7 +212,7 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 
 // Acquire implements redlimit.Store.
 func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (redlimit.Decision, error) {
-	if err := redlimit.ValidatePermits(n, redlimit.Config{}); err != nil {
+	if err := redlimit.ValidatePermits(n); err != nil {
 		return redlimit.Decision{}, err
 	}
 	wait := int64(-1)
@@ -233,7 +233,7 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 // Cancel implements redlimit.Store.
 func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Config, at time.Time, n int64) (int64, error) {
 	if n <= 0 {
-		return 0, redlimit.ValidatePermits(n, redlimit.Config{})
+		return 0, redlimit.ValidatePermits(n)
 	}
 	r, err := s.run(ctx, key, known, "cancel", n, at.UnixMilli())
 	return r.value, err
@@ -242,7 +242,7 @@ func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Con
 // Release implements redlimit.Store.
 func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64) (int64, error) {
 	if n <= 0 {
-		return 0, redlimit.ValidatePermits(n, redlimit.Config{})
+		return 0, redlimit.ValidatePermits(n)
 	}
 	r, err := s.run(ctx, key, known, "release", n, 0)
 	return r.value, err

@@ -38,6 +38,11 @@ type State struct {
 	// Last is the latest "now" this log has seen; time never runs backwards
 	// for a log, whatever clock the caller brings.
 	Last int64
+	// Expiry is when the log is forgotten: one interval (as configured at
+	// its last change) after its newest entry. Stores drop the log then
+	// (Redis by key TTL); the rules treat it as empty from then on, so
+	// when a store gets round to dropping it changes no answer.
+	Expiry int64
 }
 
 // Decision is the outcome of Acquire.
@@ -67,6 +72,9 @@ func (s *State) advance(now int64, lim Limit) int64 {
 		now = s.Last
 	}
 	s.Last = now
+	if s.Expiry != 0 && now >= s.Expiry {
+		s.Entries, s.Total = nil, 0
+	}
 	cut := now - lim.Interval
 	i := 0
 	for i < len(s.Entries) && s.Entries[i].At <= cut {
@@ -136,6 +144,7 @@ func (s *State) Acquire(now int64, lim Limit, n, maxWait int64) Decision {
 	at := s.earliest(now, n, lim)
 	wait := at - now
 	if maxWait != Unlimited && wait > maxWait {
+		s.settle(lim)
 		return Decision{Wait: wait, Remaining: s.remaining(now, lim), Now: now}
 	}
 	if t, ok := s.tail(); ok && t == at {
@@ -144,7 +153,18 @@ func (s *State) Acquire(now int64, lim Limit, n, maxWait int64) Decision {
 		s.Entries = append(s.Entries, Entry{At: at, Permits: n})
 	}
 	s.Total += n
+	s.settle(lim)
 	return Decision{Granted: true, At: at, Wait: wait, Remaining: s.remaining(now, lim), Now: now}
+}
+
+// settle ends every change: it sets the log's expiry, or empties the log
+// entirely (its clock too) when no entry is left.
+func (s *State) settle(lim Limit) {
+	if t, ok := s.tail(); ok {
+		s.Expiry = t + lim.Interval
+		return
+	}
+	*s = State{}
 }
 
 // Available reports the permits a request could be granted at now, without
@@ -152,6 +172,9 @@ func (s *State) Acquire(now int64, lim Limit, n, maxWait int64) Decision {
 func (s *State) Available(now int64, lim Limit) int64 {
 	if now < s.Last {
 		now = s.Last
+	}
+	if s.Expiry != 0 && now >= s.Expiry {
+		return lim.Rate
 	}
 	if t, ok := s.tail(); ok && t > now {
 		return 0
@@ -174,6 +197,7 @@ func (s *State) Available(now int64, lim Limit) int64 {
 // the window).
 func (s *State) Cancel(now int64, lim Limit, at, n int64) int64 {
 	s.advance(now, lim)
+	defer s.settle(lim)
 	for i := len(s.Entries) - 1; i >= 0 && s.Entries[i].At >= at; i-- {
 		if s.Entries[i].At == at {
 			return s.take(i, n)
@@ -188,6 +212,7 @@ func (s *State) Cancel(now int64, lim Limit, at, n int64) int64 {
 // use them.
 func (s *State) Release(now int64, lim Limit, n int64) int64 {
 	now = s.advance(now, lim)
+	defer s.settle(lim)
 	var released int64
 	for i := len(s.Entries) - 1; i >= 0 && released < n; i-- {
 		if s.Entries[i].At > now {
@@ -215,13 +240,8 @@ func (s *State) take(i int, n int64) int64 {
 	return n
 }
 
-// IdleAfter is the instant from which the log holds nothing that can change
-// an answer: the newest entry has left its window. A store may forget the log
-// then (the Redis store sets it as the keys' expiry).
-func (s *State) IdleAfter(lim Limit) int64 {
-	t, ok := s.tail()
-	if !ok {
-		return s.Last
-	}
-	return t + lim.Interval
+// Forgotten reports whether a store may drop the log at now: it is empty,
+// or its expiry has come.
+func (s *State) Forgotten(now int64) bool {
+	return len(s.Entries) == 0 || now >= s.Expiry
 }

@@ -3,7 +3,8 @@
 -- hold this script to it decision for decision).
 --
 -- KEYS[1] config hash   {algorithm, mode, rate, interval (ms), epoch}
--- KEYS[2] Overall state hash {t = total permits in log, l = last now, e = epoch}
+-- KEYS[2] Overall state hash {t = total permits in log, l = last now, e = epoch,
+--         x = expiry: the log counts as empty from then on}
 -- KEYS[3] Overall log list  [at1, permits1, at2, permits2, ...], at strictly rising
 -- KEYS[4] this client's state hash (PerClient)
 -- KEYS[5] this client's log list   (PerClient)
@@ -49,21 +50,25 @@ local function reply(code, value, wait, at)
   return {code, value, wait, at, now, cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]}
 end
 
+-- Checked before any state is touched.
+if op == 'acquire' and n > rate then return reply(-2, 0, 0, 0) end
+
 local stateKey, logKey = KEYS[2], KEYS[3]
 if cfg[2] == 'per-client' then stateKey, logKey = KEYS[4], KEYS[5] end
 
 -- Load the log's header; state of another epoch (a reset) is discarded.
-local st = redis.call('HMGET', stateKey, 't', 'l', 'e')
-local total, last = 0, 0
-if st[3] and tonumber(st[3]) == epoch and tonumber(st[1]) and tonumber(st[2]) then
-  total, last = tonumber(st[1]), tonumber(st[2])
-elseif st[1] or st[2] or st[3] or redis.call('EXISTS', logKey) == 1 then
+local st = redis.call('HMGET', stateKey, 't', 'l', 'e', 'x')
+local total, last, expiry = 0, 0, 0
+if st[3] and tonumber(st[3]) == epoch and tonumber(st[1]) and tonumber(st[2]) and tonumber(st[4]) then
+  total, last, expiry = tonumber(st[1]), tonumber(st[2]), tonumber(st[4])
+elseif st[1] or st[2] or st[3] or st[4] or redis.call('EXISTS', logKey) == 1 then
   redis.call('DEL', stateKey, logKey)
 end
 
 -- Time never runs backwards for a log.
 if now < last then now = last end
 local cut = now - interval
+local forgotten = expiry ~= 0 and now >= expiry
 
 -- The entries at the head that have left the window: their count (as list
 -- elements) and their permits.
@@ -94,6 +99,7 @@ local function remaining(tailAt)
 end
 
 if op == 'available' then
+  if forgotten then return reply(1, rate, 0, 0) end
   local _, sum = expired()
   total = total - sum
   return reply(1, remaining(tail()), 0, 0)
@@ -101,6 +107,10 @@ end
 
 -- Every other op moves the log to now.
 last = now
+if forgotten then
+  redis.call('DEL', logKey)
+  total = 0
+end
 local k, sum = expired()
 if k > 0 then
   redis.call('LTRIM', logKey, k, -1)
@@ -113,10 +123,12 @@ local function save()
     redis.call('DEL', stateKey, logKey)
     return
   end
-  redis.call('HSET', stateKey, 't', str(total), 'l', str(last), 'e', cfg[5])
-  -- Idle once the newest entry has left its window; with a caller's clock,
-  -- Redis expires keys in its own time, so keep them a minute longer.
-  local ttl = tailAt + interval - now
+  expiry = tailAt + interval
+  redis.call('HSET', stateKey, 't', str(total), 'l', str(last), 'e', cfg[5], 'x', str(expiry))
+  -- Redis drops the keys at the expiry; with a caller's clock, Redis expires
+  -- keys in its own time, so keep them a minute longer (the expiry field
+  -- still decides when the log counts as empty).
+  local ttl = expiry - now
   if ARGV[4] ~= '' then ttl = ttl + 60000 end
   redis.call('PEXPIRE', stateKey, ttl)
   redis.call('PEXPIRE', logKey, ttl)
@@ -171,7 +183,6 @@ if op == 'release' then
 end
 
 -- acquire
-if n > rate then return reply(-2, 0, 0, 0) end
 local maxWait = tonumber(ARGV[3])
 local tailAt, tailPermits = tail()
 

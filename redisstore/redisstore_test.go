@@ -1,0 +1,193 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clock"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
+	"github.com/redlimit/redlimit/storetest"
+)
+
+var prefixes atomic.Int64
+
+// newStore returns a store with a prefix of its own on rdb.
+func newStore(t *testing.T, rdb redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
+	t.Helper()
+	p := fmt.Sprintf("t%d:", prefixes.Add(1))
+	s, err := redisstore.New(rdb, append([]redisstore.Option{redisstore.WithPrefix(p)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	storetest.Run(t, func(t *testing.T, clk *clock.Fake) redlimit.Store {
+		return newStore(t, rdb, redisstore.WithClock(clk))
+	})
+}
+
+// TestRedisTime runs without an injected clock: time comes from Redis TIME.
+func TestRedisTime(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	l, err := redlimit.New(newStore(t, rdb), "redis-time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetRate(ctx, redlimit.PerInterval(2, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Add(-time.Second)
+	r, err := l.TryAcquire(ctx, 2)
+	if err != nil || !r.Allowed || r.At.Before(before) || r.At.After(time.Now().Add(time.Second)) {
+		t.Fatalf("TryAcquire = %+v, %v; want granted at Redis's current time", r, err)
+	}
+	r, err = l.TryAcquire(ctx, 1)
+	if err != nil || r.Allowed || r.RetryAfter <= 59*time.Minute {
+		t.Fatalf("over the limit: %+v, %v", r, err)
+	}
+}
+
+// TestKeysExpire: state keys carry a TTL of at most one interval past the
+// newest grant; the config has none until Expire, and Expire removes it.
+func TestKeysExpire(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	s := newStore(t, rdb)
+	cfg := redlimit.PerInterval(5, 2*time.Second).WithMode(redlimit.PerClient)
+	l, _ := redlimit.New(s, "ttl", redlimit.WithClientID("c1"))
+	if err := l.SetRate(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.TryAcquire(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := rdb.Keys(ctx, s.Prefix()+"*").Result()
+	if err != nil || len(keys) != 3 {
+		t.Fatalf("keys = %v, %v; want config, state and log of client c1", keys, err)
+	}
+	for _, k := range keys {
+		ttl := rdb.PTTL(ctx, k).Val()
+		if strings.HasSuffix(k, ":config") {
+			if ttl != -1 {
+				t.Errorf("config %s has TTL %v; want none", k, ttl)
+			}
+			continue
+		}
+		if ttl <= 0 || ttl > 2*time.Second {
+			t.Errorf("%s has TTL %v; want (0, 2s]", k, ttl)
+		}
+	}
+	if ok, err := l.Expire(ctx, 20*time.Millisecond); !ok || err != nil {
+		t.Fatalf("Expire = %v, %v", ok, err)
+	}
+	// Wait for Redis to expire the config: a bounded poll of the condition.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := s.Config(ctx, "ttl"); errors.Is(err, redlimit.ErrNotInitialized) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("config still there 5s after a 20ms Expire")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestMemoryBounded: grants in one millisecond share one entry, so the log
+// of a huge rate stays small.
+func TestMemoryBounded(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	clk := clock.NewFake(storetest.T0)
+	s := newStore(t, rdb, redisstore.WithClock(clk))
+	l, _ := redlimit.New(s, "big", redlimit.WithClock(clk))
+	if err := l.SetRate(ctx, redlimit.PerMinute(1_000_000)); err != nil {
+		t.Fatal(err)
+	}
+	for ms := 0; ms < 50; ms++ {
+		for i := 0; i < 20; i++ {
+			if r, err := l.TryAcquire(ctx, 1); err != nil || !r.Allowed {
+				t.Fatalf("grant: %+v, %v", r, err)
+			}
+		}
+		clk.Advance(time.Millisecond)
+	}
+	n, err := rdb.LLen(ctx, s.Prefix()+"{big}:log").Result()
+	if err != nil || n != 100 {
+		t.Fatalf("log holds %d elements (%v); want 100: 50 entries for 1000 grants", n, err)
+	}
+}
+
+// TestCorruptData: foreign data under a limiter's keys is a typed error.
+func TestCorruptData(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	s := newStore(t, rdb)
+	l, _ := redlimit.New(s, "corrupt")
+	if err := rdb.Set(ctx, s.Prefix()+"{corrupt}:config", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.TryAcquire(ctx, 1); !errors.Is(err, redlimit.ErrCorrupt) {
+		t.Fatalf("config of the wrong type: %v; want ErrCorrupt", err)
+	}
+	rdb.Del(ctx, s.Prefix()+"{corrupt}:config")
+	rdb.HSet(ctx, s.Prefix()+"{corrupt}:config", "algorithm", "sliding-log", "mode", "overall", "rate", "abc", "interval", "1000", "epoch", "1")
+	if _, err := l.TryAcquire(ctx, 1); !errors.Is(err, redlimit.ErrCorrupt) {
+		t.Fatalf("unreadable rate: %v; want ErrCorrupt", err)
+	}
+	if _, err := l.Config(ctx); !errors.Is(err, redlimit.ErrCorrupt) {
+		t.Fatalf("Config of unreadable rate: %v; want ErrCorrupt", err)
+	}
+}
+
+// TestUnavailable: a stopped Redis is a typed error within the deadline.
+func TestUnavailable(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	l, _ := redlimit.New(newStore(t, rdb), "down", redlimit.WithConfig(redlimit.PerSecond(1)))
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := l.TryAcquire(ctx, 1); !errors.Is(err, redlimit.ErrUnavailable) {
+		t.Fatalf("Redis down: %v; want ErrUnavailable", err)
+	}
+}
+
+// TestScriptFlush: the scripts come back after SCRIPT FLUSH (NOSCRIPT fallback).
+func TestScriptFlush(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	l, _ := redlimit.New(newStore(t, rdb), "flush", redlimit.WithConfig(redlimit.PerSecond(5)))
+	for i := 0; i < 3; i++ {
+		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := l.TryAcquire(ctx, 1); err != nil || !r.Allowed {
+			t.Fatalf("after SCRIPT FLUSH: %+v, %v", r, err)
+		}
+	}
+}
+
+func TestBadPrefix(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	if _, err := redisstore.New(rdb, redisstore.WithPrefix("a{b}:")); !errors.Is(err, redlimit.ErrInvalidArgument) {
+		t.Fatalf("prefix with braces: %v", err)
+	}
+	if _, err := redisstore.New(nil); !errors.Is(err, redlimit.ErrInvalidArgument) {
+		t.Fatalf("nil client: %v", err)
+	}
+}

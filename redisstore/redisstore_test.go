@@ -191,3 +191,60 @@ func TestBadPrefix(t *testing.T) {
 		t.Fatalf("nil client: %v", err)
 	}
 }
+
+// TestManyClientsRedisTime: several independent clients (each its own
+// connection pool, as separate processes would have), many goroutines each,
+// on one limiter with Redis's own clock. The log of every grant, with its
+// store time, never holds more than rate permits in a window.
+func TestManyClientsRedisTime(t *testing.T) {
+	srv := redistest.Start(t)
+	const (
+		clients = 4
+		workers = 16
+		calls   = 150
+		rate    = 25
+	)
+	cfg := redlimit.PerInterval(rate, 20*time.Millisecond)
+	prefix := fmt.Sprintf("many%d:", prefixes.Add(1))
+	type grant = redlimit.Result
+	results := make(chan []grant, clients*workers)
+	var asked atomic.Int64
+	for c := 0; c < clients; c++ {
+		s, err := redisstore.New(srv.Client(t), redisstore.WithPrefix(prefix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := redlimit.New(s, "shared", redlimit.WithConfig(cfg))
+		for w := 0; w < workers; w++ {
+			go func(w int) {
+				var mine []grant
+				defer func() { results <- mine }()
+				for i := 0; i < calls; i++ {
+					n := int64(1 + (i+w)%3)
+					asked.Add(n)
+					r, err := l.TryAcquire(context.Background(), n)
+					if err != nil {
+						t.Errorf("TryAcquire: %v", err)
+						return
+					}
+					if r.Allowed {
+						r.Remaining = n
+						mine = append(mine, r)
+					}
+				}
+			}(w)
+		}
+	}
+	var all []grant
+	for i := 0; i < clients*workers; i++ {
+		all = append(all, <-results...)
+	}
+	worst := storetest.MaxInWindow(all, cfg.Interval)
+	t.Logf("%d permits asked, %d grants; fullest window of %v held %d (rate %d)", asked.Load(), len(all), cfg.Interval, worst, rate)
+	if worst > rate {
+		t.Fatalf("a window held %d permits; the rate is %d", worst, rate)
+	}
+	if len(all) == 0 {
+		t.Fatal("nothing granted")
+	}
+}

@@ -390,7 +390,10 @@ func testBadInput(e *env) {
 		{"empty name", func() error { _, err := redlimit.New(e.store, ""); return err }, redlimit.ErrInvalidArgument},
 		{"oversize name", func() error { _, err := redlimit.New(e.store, strings.Repeat("n", redlimit.MaxNameLen+1)); return err }, redlimit.ErrInvalidArgument},
 		{"empty client ID", func() error { _, err := redlimit.New(e.store, "x", redlimit.WithClientID("")); return err }, redlimit.ErrInvalidArgument},
-		{"bad known config", func() error { _, err := redlimit.New(e.store, "x", redlimit.WithConfig(redlimit.PerInterval(0, 0))); return err }, redlimit.ErrInvalidArgument},
+		{"bad known config", func() error {
+			_, err := redlimit.New(e.store, "x", redlimit.WithConfig(redlimit.PerInterval(0, 0)))
+			return err
+		}, redlimit.ErrInvalidArgument},
 		{"not initialized", func() error { _, err := e.limiter("bad-unset").AvailablePermits(ctx); return err }, redlimit.ErrNotInitialized},
 		// The store itself checks too, for callers that use it directly.
 		{"store: empty name", func() error {

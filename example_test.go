@@ -1,0 +1,110 @@
+package redlimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/memstore"
+)
+
+// A limiter of 3 permits per 10 seconds (seed 002's example): the first
+// three calls are granted, the fourth is told when to come back.
+func Example() {
+	ctx := context.Background()
+	store := memstore.New() // or redisstore.New(redisClient) to share the limit
+	l, err := redlimit.New(store, "api")
+	if err != nil {
+		panic(err)
+	}
+	if _, err := l.TrySetRate(ctx, redlimit.PerInterval(3, 10*time.Second)); err != nil {
+		panic(err)
+	}
+	for i := 1; i <= 4; i++ {
+		r, err := l.TryAcquire(ctx, 1)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("call %d: allowed=%v remaining=%d retry in ~%ds\n", i, r.Allowed, r.Remaining, r.RetryAfter.Round(time.Second)/time.Second)
+	}
+	// Output:
+	// call 1: allowed=true remaining=2 retry in ~0s
+	// call 2: allowed=true remaining=1 retry in ~0s
+	// call 3: allowed=true remaining=0 retry in ~0s
+	// call 4: allowed=false remaining=0 retry in ~10s
+}
+
+// TrySetRate never changes a stored config silently: a different one is an
+// error that names both.
+func ExampleLimiter_TrySetRate() {
+	ctx := context.Background()
+	l, _ := redlimit.New(memstore.New(), "orders")
+	set, err := l.TrySetRate(ctx, redlimit.PerSecond(10))
+	fmt.Println(set, err)
+	set, err = l.TrySetRate(ctx, redlimit.PerSecond(20))
+	fmt.Println(set, errors.Is(err, redlimit.ErrConfigMismatch))
+	fmt.Println(err)
+	// Output:
+	// true <nil>
+	// false true
+	// redlimit: a different config is stored: 10 per 1s (sliding-log, overall) (requested 20 per 1s (sliding-log, overall))
+}
+
+// SetRate changes the limit for every client at once; permits already
+// granted keep counting.
+func ExampleLimiter_SetRate() {
+	ctx := context.Background()
+	l, _ := redlimit.New(memstore.New(), "reports")
+	_ = l.SetRate(ctx, redlimit.PerMinute(2))
+	_, _ = l.TryAcquire(ctx, 2)
+	_ = l.SetRate(ctx, redlimit.PerMinute(5))
+	n, _ := l.AvailablePermits(ctx)
+	fmt.Println("available after raising 2 -> 5:", n)
+	_ = l.SetRate(ctx, redlimit.PerMinute(5), redlimit.ResetState())
+	n, _ = l.AvailablePermits(ctx)
+	fmt.Println("available after a reset:", n)
+	// Output:
+	// available after raising 2 -> 5: 3
+	// available after a reset: 5
+}
+
+// Acquire waits its turn: one round trip reserves the permits, then it
+// sleeps until they are due, or until the context ends (and then hands
+// them back).
+func ExampleLimiter_Acquire() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, _ := redlimit.New(memstore.New(), "emails", redlimit.WithConfig(redlimit.PerInterval(1, 50*time.Millisecond)))
+	var first time.Time
+	for i := 0; i < 3; i++ {
+		r, err := l.Acquire(ctx, 1)
+		if err != nil {
+			panic(err)
+		}
+		if i == 0 {
+			first = r.At
+		}
+		fmt.Printf("sent %d at +%v\n", i, r.At.Sub(first))
+	}
+	// Output:
+	// sent 0 at +0s
+	// sent 1 at +50ms
+	// sent 2 at +100ms
+}
+
+// PerClient gives each client its own limit under one name.
+func ExampleMode() {
+	ctx := context.Background()
+	store := memstore.New()
+	cfg := redlimit.PerMinute(1).WithMode(redlimit.PerClient)
+	a, _ := redlimit.New(store, "crawler", redlimit.WithClientID("host-a"), redlimit.WithConfig(cfg))
+	b, _ := redlimit.New(store, "crawler", redlimit.WithClientID("host-b"), redlimit.WithConfig(cfg))
+	ra, _ := a.TryAcquire(ctx, 1)
+	rb, _ := b.TryAcquire(ctx, 1)
+	ra2, _ := a.TryAcquire(ctx, 1)
+	fmt.Println(ra.Allowed, rb.Allowed, ra2.Allowed)
+	// Output:
+	// true true false
+}

@@ -113,7 +113,9 @@ func (l *limiter) log(cfg redlimit.Config, client string, now int64) *log {
 }
 
 // sweep forgets logs that hold nothing that can change an answer (such as the
-// log of a PerClient client that went away), at most once per interval.
+// log of a PerClient client that went away), at most once per interval. A log
+// of another epoch is kept until then, as Redis keeps its keys: a client that
+// restores that epoch after a data loss finds it as Redis would.
 func (l *limiter) sweep(cfg redlimit.Config, now int64) {
 	lim := limitOf(cfg)
 	if now-l.swept < lim.Interval {
@@ -121,7 +123,7 @@ func (l *limiter) sweep(cfg redlimit.Config, now int64) {
 	}
 	l.swept = now
 	for id, lg := range l.logs {
-		if lg.Forgotten(now) || lg.epoch != cfg.Epoch {
+		if lg.Forgotten(now) {
 			delete(l.logs, id)
 		}
 	}

@@ -81,7 +81,14 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 		return c
 	}
 	cfg := randConfig()
-	var known redlimit.Config // the config every caller in the trace knows
+	// The config callers remember, as each store last told it (the epochs
+	// differ between stores: each store makes its own).
+	var knownM, knownR redlimit.Config
+	learn := func(m, r redlimit.Config) {
+		if m.Rate != 0 && r.Rate != 0 {
+			knownM, knownR = m, r
+		}
+	}
 	var pending []reservation
 	fail := func(step int, op string, m, r any) {
 		if *diffTrace {
@@ -106,7 +113,7 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 		if same(-1, "set", em, er) && (okm != okr || !sm.SameLimit(sr)) {
 			fail(-1, "set", sm, sr)
 		}
-		known = cfg
+		learn(sm, sr)
 	}
 	setHow(redlimit.SetResetState)
 	ops := *diffOps
@@ -127,8 +134,8 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 			case 1:
 				wait = -1
 			}
-			dm, em := mem.Acquire(ctx, key, known, n, wait)
-			dr, er := red.Acquire(ctx, key, known, n, wait)
+			dm, em := mem.Acquire(ctx, key, knownM, n, wait)
+			dr, er := red.Acquire(ctx, key, knownR, n, wait)
 			if !same(step, "acquire", em, er) {
 				switch {
 				case errors.Is(em, redlimit.ErrNotInitialized):
@@ -146,6 +153,10 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 			default:
 				seen.Granted++
 			}
+			if !dm.Config.SameLimit(dr.Config) {
+				fail(step, "acquire config", dm.Config, dr.Config)
+			}
+			learn(dm.Config, dr.Config)
 			dm.Config, dr.Config = redlimit.Config{}, redlimit.Config{}
 			if *diffTrace {
 				t.Logf("  acquire(%s, %d, %v) = %+v", client, n, wait, dm)
@@ -164,8 +175,8 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 			res := pending[i]
 			pending = append(pending[:i], pending[i+1:]...)
 			k := redlimit.Key{Name: name, Client: res.client}
-			gm, em := mem.Cancel(ctx, k, known, res.at, res.n)
-			gr, er := red.Cancel(ctx, k, known, res.at, res.n)
+			gm, em := mem.Cancel(ctx, k, knownM, res.at, res.n)
+			gr, er := red.Cancel(ctx, k, knownR, res.at, res.n)
 			if *diffTrace {
 				t.Logf("  cancel(%+v) = %d/%d %v", res, gm, gr, em)
 			}
@@ -177,8 +188,8 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 			}
 		case p < 62:
 			n := 1 + rng.Int64N(cfg.Rate)
-			gm, em := mem.Release(ctx, key, known, n)
-			gr, er := red.Release(ctx, key, known, n)
+			gm, em := mem.Release(ctx, key, knownM, n)
+			gr, er := red.Release(ctx, key, knownR, n)
 			if *diffTrace {
 				t.Logf("  release(%s, %d) = %d/%d %v", client, n, gm, gr, em)
 			}
@@ -189,14 +200,15 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 				seen.Released++
 			}
 		case p < 70:
-			am, cm, em := mem.Available(ctx, key, known)
-			ar, cr, er := red.Available(ctx, key, known)
+			am, cm, em := mem.Available(ctx, key, knownM)
+			ar, cr, er := red.Available(ctx, key, knownR)
 			if *diffTrace {
 				t.Logf("  available(%s) = %d/%d %v", client, am, ar, em)
 			}
 			if same(step, "available", em, er) && (am != ar || !cm.SameLimit(cr)) {
 				fail(step, "available", am, ar)
 			}
+			learn(cm, cr)
 		case p < 75: // SetRate, keeping or resetting the grants
 			cfg = randConfig()
 			how := redlimit.SetKeepState
@@ -216,25 +228,16 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 			}
 			pending = nil
 			if rng.IntN(2) == 0 {
-				known = redlimit.Config{} // nobody remembers it: not initialized
+				knownM, knownR = redlimit.Config{}, redlimit.Config{} // nobody remembers it: not initialized
 			} else {
 				// Clients remember the config and restore it, with its epoch:
 				// the PerClient state that survived still counts.
-				known = configOf(ctx, t, mem, name, known)
 				seen.Restored++
 			}
 		default: // time passes
 			clk.Advance(time.Duration(rng.Int64N(25)) * time.Millisecond)
 		}
 	}
-}
-
-// configOf returns the config stored in mem, or k when there is none.
-func configOf(ctx context.Context, t *testing.T, mem *memstore.Store, name string, k redlimit.Config) redlimit.Config {
-	if c, err := mem.Config(ctx, name); err == nil {
-		return c
-	}
-	return k
 }
 
 // sameKind: both errors are of the same redlimit kind.

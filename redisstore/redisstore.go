@@ -18,8 +18,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +32,10 @@ var (
 	//go:embed scripts/limiter.lua
 	limiterLua    string
 	limiterScript = redis.NewScript(limiterLua)
+
+	//go:embed scripts/config.lua
+	configLua    string
+	configScript = redis.NewScript(configLua)
 
 	//go:embed scripts/setconfig.lua
 	setConfigLua    string
@@ -146,9 +148,13 @@ func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error
 	if err := redlimit.ValidateName(name); err != nil {
 		return redlimit.Config{}, err
 	}
-	vals, err := s.rdb.HMGet(ctx, limiterKeys(s.prefix, name).config, "algorithm", "mode", "rate", "interval", "epoch").Result()
+	raw, err := configScript.Run(ctx, s.rdb, []string{limiterKeys(s.prefix, name).config}).Result()
 	if err != nil {
 		return redlimit.Config{}, wrap(err)
+	}
+	vals, err := asArray(raw, 5)
+	if err != nil {
+		return redlimit.Config{}, err
 	}
 	if vals[0] == nil && vals[2] == nil {
 		return redlimit.Config{}, redlimit.ErrNotInitialized
@@ -301,21 +307,16 @@ func (s *Store) ClearExpire(ctx context.Context, name string) (bool, error) {
 	return ok, nil
 }
 
-// wrap gives a Redis error its redlimit meaning, keeping the cause.
+// wrap gives a Redis error its redlimit meaning, keeping the cause: data of
+// the wrong type (or a failing script) is ErrCorrupt; everything else, from a
+// refused connection or a deadline to LOADING or BUSY, is ErrUnavailable.
 func wrap(err error) error {
 	var rerr redis.Error
-	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%w: %w", redlimit.ErrUnavailable, err)
-	case errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE"):
-		return fmt.Errorf("%w: %w", redlimit.ErrCorrupt, err)
-	case errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "ERR") && strings.Contains(rerr.Error(), "script"):
-		// A failing script is a bug or foreign data, not an outage.
-		return fmt.Errorf("%w: %w", redlimit.ErrCorrupt, err)
-	}
-	var nerr net.Error
-	if errors.As(err, &nerr) || errors.Is(err, io.EOF) || errors.Is(err, redis.ErrClosed) || errors.As(err, &rerr) {
-		return fmt.Errorf("%w: %w", redlimit.ErrUnavailable, err)
+	if errors.As(err, &rerr) {
+		msg := rerr.Error()
+		if strings.HasPrefix(msg, "WRONGTYPE") || (strings.HasPrefix(msg, "ERR") && strings.Contains(msg, "script")) {
+			return fmt.Errorf("%w: %w", redlimit.ErrCorrupt, err)
+		}
 	}
 	return fmt.Errorf("%w: %w", redlimit.ErrUnavailable, err)
 }

@@ -1,0 +1,6 @@
+-- config.lua: reads a limiter's config. A script rather than a plain HMGET
+-- so that it runs on the primary even when the client reads from replicas.
+--
+-- KEYS[1] config hash
+-- Reply: {algorithm, mode, rate, interval, epoch}, nil where a field is missing
+return redis.call('HMGET', KEYS[1], 'algorithm', 'mode', 'rate', 'interval', 'epoch')

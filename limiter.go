@@ -285,8 +285,8 @@ func (l *Limiter) Delete(ctx context.Context) (bool, error) {
 // Expire makes the limiter's config disappear after ttl (its state expires on
 // its own once idle); it reports whether a config existed.
 func (l *Limiter) Expire(ctx context.Context, ttl time.Duration) (bool, error) {
-	if ttl < time.Millisecond {
-		return false, &ArgumentError{Arg: "ttl", Value: ttl.String(), Reason: "must be at least 1ms", Kind: ErrInvalidArgument}
+	if err := ValidateTTL(ttl); err != nil {
+		return false, err
 	}
 	return l.store.Expire(ctx, l.name, ttl)
 }

@@ -127,6 +127,14 @@ func ValidatePermits(n int64) error {
 	return nil
 }
 
+// ValidateTTL checks a TTL for Expire: at least 1 ms.
+func ValidateTTL(ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return &ArgumentError{Arg: "ttl", Value: ttl.String(), Reason: "must be at least 1ms", Kind: ErrInvalidArgument}
+	}
+	return nil
+}
+
 // PermitsExceedRate is the error for asking n permits of a limiter allowing rate.
 func PermitsExceedRate(n, rate int64) error {
 	return &ArgumentError{Arg: "permits", Value: fmt.Sprint(n), Reason: fmt.Sprintf("exceed the rate %d: they could never be granted", rate), Kind: ErrPermitsExceedRate}

@@ -277,40 +277,11 @@ func (s *Store) Available(ctx context.Context, key redlimit.Key, known redlimit.
 	return got, cfg, err
 }
 
-// Delete implements redlimit.Store. As in Redis, the PerClient logs of other
-// clients are left to expire on their own: they belong to the deleted
-// config's epoch, which a new config never has.
-func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
+// admin runs f on name's limiter under its lock, after the checks that
+// Delete, Expire and ClearExpire share; a name never used reports false.
+func (s *Store) admin(ctx context.Context, name string, f func(l *limiter, now int64) bool) (bool, error) {
 	if err := redlimit.ValidateName(name); err != nil {
 		return false, err
-	}
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	l := s.get(name, false)
-	if l == nil {
-		return false, nil
-	}
-	l.mu.Lock()
-	l.expireConfig(s.nowMS())
-	existed := l.cfg.Rate != 0
-	l.cfg, l.expiresAt = redlimit.Config{}, 0
-	delete(l.logs, "")
-	empty := len(l.logs) == 0
-	l.mu.Unlock()
-	if empty {
-		s.drop(name, l)
-	}
-	return existed, nil
-}
-
-// Expire implements redlimit.Store.
-func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (bool, error) {
-	if err := redlimit.ValidateName(name); err != nil {
-		return false, err
-	}
-	if ttl < time.Millisecond {
-		return false, &redlimit.ArgumentError{Arg: "ttl", Value: ttl.String(), Reason: "must be at least 1ms", Kind: redlimit.ErrInvalidArgument}
 	}
 	if err := ctx.Err(); err != nil {
 		return false, err
@@ -323,29 +294,43 @@ func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (boo
 	defer l.mu.Unlock()
 	now := s.nowMS()
 	l.expireConfig(now)
-	if l.cfg.Rate == 0 {
-		return false, nil
+	return f(l, now), nil
+}
+
+// Delete implements redlimit.Store. As in Redis, the PerClient logs of other
+// clients are left to expire on their own: they belong to the deleted
+// config's epoch, which a new config never has.
+func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
+	return s.admin(ctx, name, func(l *limiter, now int64) bool {
+		existed := l.cfg.Rate != 0
+		l.cfg, l.expiresAt = redlimit.Config{}, 0
+		delete(l.logs, "")
+		if len(l.logs) == 0 {
+			s.drop(name, l)
+		}
+		return existed
+	})
+}
+
+// Expire implements redlimit.Store.
+func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+	if err := redlimit.ValidateTTL(ttl); err != nil {
+		return false, err
 	}
-	l.expiresAt = now + ttl.Milliseconds()
-	return true, nil
+	return s.admin(ctx, name, func(l *limiter, now int64) bool {
+		if l.cfg.Rate == 0 {
+			return false
+		}
+		l.expiresAt = now + ttl.Milliseconds()
+		return true
+	})
 }
 
 // ClearExpire implements redlimit.Store.
 func (s *Store) ClearExpire(ctx context.Context, name string) (bool, error) {
-	if err := redlimit.ValidateName(name); err != nil {
-		return false, err
-	}
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	l := s.get(name, false)
-	if l == nil {
-		return false, nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.expireConfig(s.nowMS())
-	had := l.expiresAt != 0
-	l.expiresAt = 0
-	return had, nil
+	return s.admin(ctx, name, func(l *limiter, now int64) bool {
+		had := l.expiresAt != 0
+		l.expiresAt = 0
+		return had
+	})
 }

@@ -285,8 +285,8 @@ func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (boo
 	if err := redlimit.ValidateName(name); err != nil {
 		return false, err
 	}
-	if ttl < time.Millisecond {
-		return false, &redlimit.ArgumentError{Arg: "ttl", Value: ttl.String(), Reason: "must be at least 1ms", Kind: redlimit.ErrInvalidArgument}
+	if err := redlimit.ValidateTTL(ttl); err != nil {
+		return false, err
 	}
 	ok, err := s.rdb.PExpire(ctx, limiterKeys(s.prefix, name).config, ttl).Result()
 	if err != nil {

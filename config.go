@@ -44,9 +44,40 @@ func ParseMode(s string) (Mode, error) {
 // Algorithm names a rate-limiting algorithm.
 type Algorithm string
 
-// SlidingLog grants at most Rate permits in any window of Interval: a grant
-// returns to the pool Interval after it was made (Redisson's semantics).
-const SlidingLog Algorithm = "sliding-log"
+// The algorithms. Package algorithm/<name> holds each one's rules and says
+// what a SetRate does to its state; the README's algorithm guide compares them.
+const (
+	// SlidingLog grants at most Rate permits in any window of Interval: a
+	// grant returns to the pool Interval after it was made (Redisson's
+	// semantics). Exact; memory up to one entry per ms of the window.
+	SlidingLog Algorithm = "sliding-log"
+	// FixedWindow grants at most Rate permits per window of Interval aligned
+	// to the clock (whole seconds, minutes, hours, UTC days). One counter;
+	// up to 2 x Rate across a window boundary.
+	FixedWindow Algorithm = "fixed-window"
+	// SlidingCounter weighs the previous fixed window by its overlap with the
+	// sliding one. O(1), approximate.
+	SlidingCounter Algorithm = "sliding-counter"
+	// TokenBucket holds Burst tokens, refilled at Rate per Interval; a request
+	// takes n. Bursts up to Burst, Rate in the long run.
+	TokenBucket Algorithm = "token-bucket"
+	// LeakyBucket queues requests and lets them out evenly, Interval/Rate
+	// apart, holding at most Capacity permits waiting. No bursts.
+	LeakyBucket Algorithm = "leaky-bucket"
+)
+
+// Algorithms lists every algorithm, the default first.
+var Algorithms = []Algorithm{SlidingLog, FixedWindow, SlidingCounter, TokenBucket, LeakyBucket}
+
+// ParseAlgorithm reads an algorithm's name.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	for _, a := range Algorithms {
+		if string(a) == strings.ToLower(s) {
+			return a, nil
+		}
+	}
+	return "", &ArgumentError{Arg: "algorithm", Value: s, Reason: fmt.Sprintf("must be one of %v", Algorithms), Kind: ErrInvalidArgument}
+}
 
 // Limits on a Config, chosen so that every value stays exact as a Lua number
 // (2^53) and in milliseconds since the epoch.
@@ -54,6 +85,12 @@ const (
 	MaxRate     int64         = 1 << 40
 	MinInterval time.Duration = time.Millisecond
 	MaxInterval time.Duration = 100 * 365 * 24 * time.Hour
+	// MaxBucketInterval bounds the buckets' and the sliding counter's
+	// Interval, whose arithmetic multiplies counts by milliseconds.
+	MaxBucketInterval time.Duration = 24 * time.Hour
+	// MaxCountTimesInterval bounds Rate, Burst and Capacity times Interval
+	// (in ms) for those algorithms: 2^53, exact in Lua.
+	MaxCountTimesInterval int64 = 1 << 53
 )
 
 // Config is a limiter's configuration. It is stored with the limiter, so a
@@ -65,8 +102,15 @@ type Config struct {
 	Mode Mode
 	// Rate is the number of permits per Interval, 1..MaxRate.
 	Rate int64
-	// Interval is a whole number of milliseconds, MinInterval..MaxInterval.
+	// Interval is a whole number of milliseconds, MinInterval..MaxInterval
+	// (MaxBucketInterval for sliding-counter, token-bucket, leaky-bucket).
 	Interval time.Duration
+	// Burst is the token bucket's capacity: the most permits granted at once
+	// after a quiet spell. 0 means Rate. Token bucket only.
+	Burst int64
+	// Capacity is the most permits the leaky bucket's queue holds waiting.
+	// 0 means Rate. Leaky bucket only.
+	Capacity int64
 	// Epoch identifies the generation of the limiter's state. Stores set it:
 	// it changes when the limiter is created or reset, and state left over
 	// from another epoch is ignored. Callers leave it zero.
@@ -87,14 +131,48 @@ func PerMinute(rate int64) Config { return PerInterval(rate, time.Minute) }
 // WithMode returns a copy of c with mode m.
 func (c Config) WithMode(m Mode) Config { c.Mode = m; return c }
 
-// String prints the config the way the command line reads it, e.g.
-// "10 per 1s (sliding-log, overall)".
+// WithAlgorithm returns a copy of c with algorithm a.
+func (c Config) WithAlgorithm(a Algorithm) Config { c.Algorithm = a; return c }
+
+// TokenBucketConfig returns an Overall token bucket of burst tokens refilled
+// at rate per interval.
+func TokenBucketConfig(rate int64, interval time.Duration, burst int64) Config {
+	return Config{Algorithm: TokenBucket, Rate: rate, Interval: interval, Burst: burst}
+}
+
+// LeakyBucketConfig returns an Overall leaky bucket letting rate permits
+// out per interval, with capacity permits waiting at most.
+func LeakyBucketConfig(rate int64, interval time.Duration, capacity int64) Config {
+	return Config{Algorithm: LeakyBucket, Rate: rate, Interval: interval, Capacity: capacity}
+}
+
+// String prints the config, e.g. "10 per 1s (sliding-log, overall)" or
+// "10 per 1s burst 50 (token-bucket, overall)".
 func (c Config) String() string {
 	alg := c.Algorithm
 	if alg == "" {
 		alg = SlidingLog
 	}
-	return fmt.Sprintf("%d per %s (%s, %s)", c.Rate, c.Interval, alg, c.Mode)
+	extra := ""
+	if c.Burst != 0 {
+		extra += fmt.Sprintf(" burst %d", c.Burst)
+	}
+	if c.Capacity != 0 {
+		extra += fmt.Sprintf(" capacity %d", c.Capacity)
+	}
+	return fmt.Sprintf("%d per %s%s (%s, %s)", c.Rate, c.Interval, extra, alg, c.Mode)
+}
+
+// MaxPermits is the most permits one request can ever be granted: Rate,
+// Burst for a token bucket, Capacity for a leaky bucket. c is normalized.
+func (c Config) MaxPermits() int64 {
+	switch c.Algorithm {
+	case TokenBucket:
+		return c.Burst
+	case LeakyBucket:
+		return c.Capacity
+	}
+	return c.Rate
 }
 
 // Normalize fills the defaults and checks every field, returning an
@@ -103,8 +181,8 @@ func (c Config) Normalize() (Config, error) {
 	if c.Algorithm == "" {
 		c.Algorithm = SlidingLog
 	}
-	if c.Algorithm != SlidingLog {
-		return c, &ArgumentError{Arg: "algorithm", Value: string(c.Algorithm), Reason: "unknown algorithm", Kind: ErrInvalidArgument}
+	if _, err := ParseAlgorithm(string(c.Algorithm)); err != nil || c.Algorithm != Algorithm(strings.ToLower(string(c.Algorithm))) {
+		return c, &ArgumentError{Arg: "algorithm", Value: string(c.Algorithm), Reason: fmt.Sprintf("unknown; one of %v", Algorithms), Kind: ErrInvalidArgument}
 	}
 	if c.Mode != Overall && c.Mode != PerClient {
 		return c, &ArgumentError{Arg: "mode", Value: c.Mode.String(), Reason: "unknown mode", Kind: ErrInvalidArgument}
@@ -120,17 +198,49 @@ func (c Config) Normalize() (Config, error) {
 	case c.Interval%time.Millisecond != 0:
 		return c, &ArgumentError{Arg: "interval", Value: c.Interval.String(), Reason: "must be a whole number of milliseconds", Kind: ErrInvalidArgument}
 	}
+	if c.Burst != 0 && c.Algorithm != TokenBucket {
+		return c, &ArgumentError{Arg: "burst", Value: fmt.Sprint(c.Burst), Reason: "applies to token-bucket only", Kind: ErrInvalidArgument}
+	}
+	if c.Capacity != 0 && c.Algorithm != LeakyBucket {
+		return c, &ArgumentError{Arg: "capacity", Value: fmt.Sprint(c.Capacity), Reason: "applies to leaky-bucket only", Kind: ErrInvalidArgument}
+	}
+	switch c.Algorithm {
+	case TokenBucket:
+		if c.Burst == 0 {
+			c.Burst = c.Rate
+		}
+	case LeakyBucket:
+		if c.Capacity == 0 {
+			c.Capacity = c.Rate
+		}
+	}
+	if c.Burst < 0 || c.Burst > MaxRate {
+		return c, &ArgumentError{Arg: "burst", Value: fmt.Sprint(c.Burst), Reason: fmt.Sprintf("must be 1..%d", MaxRate), Kind: ErrInvalidArgument}
+	}
+	if c.Capacity < 0 || c.Capacity > MaxRate {
+		return c, &ArgumentError{Arg: "capacity", Value: fmt.Sprint(c.Capacity), Reason: fmt.Sprintf("must be 1..%d", MaxRate), Kind: ErrInvalidArgument}
+	}
+	if c.Algorithm == SlidingCounter || c.Algorithm == TokenBucket || c.Algorithm == LeakyBucket {
+		ms := c.Interval.Milliseconds()
+		if c.Interval > MaxBucketInterval {
+			return c, &ArgumentError{Arg: "interval", Value: c.Interval.String(), Reason: "must be at most 24h for " + string(c.Algorithm), Kind: ErrInvalidArgument}
+		}
+		if big := max(c.Rate, c.Burst, c.Capacity); big > MaxCountTimesInterval/ms {
+			return c, &ArgumentError{Arg: "rate", Value: fmt.Sprint(big), Reason: fmt.Sprintf("times the interval in ms must stay below 2^53 for %s (at most %d per %s)", c.Algorithm, MaxCountTimesInterval/ms, c.Interval), Kind: ErrInvalidArgument}
+		}
+	}
 	return c, nil
 }
 
-// SameLimit reports whether c and d describe the same limit (the epoch aside).
+// SameLimit reports whether c and d describe the same limit (the epoch
+// aside, defaults filled in).
 func (c Config) SameLimit(d Config) bool {
+	if n, err := c.Normalize(); err == nil {
+		c = n
+	}
+	if n, err := d.Normalize(); err == nil {
+		d = n
+	}
 	c.Epoch, d.Epoch = 0, 0
-	if c.Algorithm == "" {
-		c.Algorithm = SlidingLog
-	}
-	if d.Algorithm == "" {
-		d.Algorithm = SlidingLog
-	}
 	return c == d
 }

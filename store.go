@@ -135,9 +135,10 @@ func ValidateTTL(ttl time.Duration) error {
 	return nil
 }
 
-// PermitsExceedRate is the error for asking n permits of a limiter allowing rate.
-func PermitsExceedRate(n, rate int64) error {
-	return &ArgumentError{Arg: "permits", Value: fmt.Sprint(n), Reason: fmt.Sprintf("exceed the rate %d: they could never be granted", rate), Kind: ErrPermitsExceedRate}
+// PermitsExceedRate is the error for asking n permits of a limiter that
+// grants at most max at once (its rate, burst or capacity).
+func PermitsExceedRate(n, max int64) error {
+	return &ArgumentError{Arg: "permits", Value: fmt.Sprint(n), Reason: fmt.Sprintf("exceed %d, the most this limiter can grant at once", max), Kind: ErrPermitsExceedRate}
 }
 
 // NewEpoch returns a fresh random epoch for a created or reset limiter: a

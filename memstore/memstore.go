@@ -11,7 +11,12 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/algorithm"
+	"github.com/redlimit/redlimit/algorithm/fixedwindow"
+	"github.com/redlimit/redlimit/algorithm/leakybucket"
+	"github.com/redlimit/redlimit/algorithm/slidingcounter"
 	"github.com/redlimit/redlimit/algorithm/slidinglog"
+	"github.com/redlimit/redlimit/algorithm/tokenbucket"
 	"github.com/redlimit/redlimit/clock"
 )
 
@@ -49,9 +54,25 @@ type limiter struct {
 	swept     int64           // ms of the last sweep of idle logs
 }
 
+// log is one limit's state under the algorithm of its epoch.
 type log struct {
-	slidinglog.State
+	algorithm.State
 	epoch int64
+}
+
+// newState returns a fresh state of algorithm a.
+func newState(a redlimit.Algorithm) algorithm.State {
+	switch a {
+	case redlimit.FixedWindow:
+		return new(fixedwindow.State)
+	case redlimit.SlidingCounter:
+		return new(slidingcounter.State)
+	case redlimit.TokenBucket:
+		return new(tokenbucket.State)
+	case redlimit.LeakyBucket:
+		return new(leakybucket.State)
+	}
+	return new(slidinglog.State)
 }
 
 func (s *Store) nowMS() int64 { return s.clock.Now().UnixMilli() }
@@ -106,7 +127,7 @@ func (l *limiter) log(cfg redlimit.Config, client string, now int64) *log {
 	}
 	lg := l.logs[client]
 	if lg == nil || lg.epoch != cfg.Epoch {
-		lg = &log{epoch: cfg.Epoch}
+		lg = &log{State: newState(cfg.Algorithm), epoch: cfg.Epoch}
 		l.logs[client] = lg
 	}
 	return lg
@@ -129,8 +150,8 @@ func (l *limiter) sweep(cfg redlimit.Config, now int64) {
 	}
 }
 
-func limitOf(c redlimit.Config) slidinglog.Limit {
-	return slidinglog.Limit{Rate: c.Rate, Interval: c.Interval.Milliseconds()}
+func limitOf(c redlimit.Config) algorithm.Limit {
+	return algorithm.Limit{Rate: c.Rate, Interval: c.Interval.Milliseconds(), Burst: c.Burst, Capacity: c.Capacity}
 }
 
 func ms(t int64) time.Time { return time.UnixMilli(t) }
@@ -154,8 +175,8 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	switch {
 	case l.cfg.Rate != 0 && how == redlimit.SetIfAbsent:
 		return l.cfg, false, nil
-	case l.cfg.Rate != 0 && how == redlimit.SetKeepState:
-		c.Epoch = l.cfg.Epoch
+	case l.cfg.Rate != 0 && how == redlimit.SetKeepState && l.cfg.Algorithm == c.Algorithm:
+		c.Epoch = l.cfg.Epoch // another algorithm's state means nothing: a new epoch
 	default:
 		c.Epoch = redlimit.NewEpoch()
 	}
@@ -214,10 +235,10 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 	if err := redlimit.ValidatePermits(n); err != nil {
 		return redlimit.Decision{}, err
 	}
-	var d slidinglog.Decision
+	var d algorithm.Decision
 	cfg, err := s.with(ctx, key, known, func(lg *log, cfg redlimit.Config, now int64) error {
-		if n > cfg.Rate {
-			return redlimit.PermitsExceedRate(n, cfg.Rate)
+		if n > cfg.MaxPermits() {
+			return redlimit.PermitsExceedRate(n, cfg.MaxPermits())
 		}
 		d = lg.Acquire(now, limitOf(cfg), n, waitMS(maxWait))
 		return nil
@@ -236,7 +257,7 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 // reservation never ends later than the caller allowed); negative is unlimited.
 func waitMS(d time.Duration) int64 {
 	if d < 0 {
-		return slidinglog.Unlimited
+		return algorithm.Unlimited
 	}
 	return d.Milliseconds()
 }

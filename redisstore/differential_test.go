@@ -73,8 +73,21 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 	ctx := context.Background()
 	const name = "trace"
 	clients := []string{"c0", "c1", "c2"}
+	// Every trace sticks mostly to one algorithm, so that its state gets deep.
+	algs := redlimit.Algorithms
+	main := algs[rng.IntN(len(algs))]
 	randConfig := func() redlimit.Config {
 		c := redlimit.PerInterval(1+rng.Int64N(12), time.Duration(1+rng.Int64N(40))*time.Millisecond)
+		c.Algorithm = main
+		if rng.IntN(5) == 0 {
+			c.Algorithm = algs[rng.IntN(len(algs))]
+		}
+		switch c.Algorithm {
+		case redlimit.TokenBucket:
+			c.Burst = 1 + rng.Int64N(15)
+		case redlimit.LeakyBucket:
+			c.Capacity = 1 + rng.Int64N(15)
+		}
 		if rng.IntN(3) == 0 {
 			c = c.WithMode(redlimit.PerClient)
 		}
@@ -126,7 +139,8 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 		key := redlimit.Key{Name: name, Client: client}
 		switch p := rng.IntN(100); {
 		case p < 45: // acquire, maybe waiting
-			n := 1 + rng.Int64N(cfg.Rate+1) // sometimes more than the rate
+			most := max(cfg.Rate, cfg.Burst, cfg.Capacity)
+			n := 1 + rng.Int64N(most+1) // sometimes more than the most grantable
 			wait := time.Duration(0)
 			switch rng.IntN(4) {
 			case 0:
@@ -187,7 +201,7 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 				seen.Cancelled++
 			}
 		case p < 62:
-			n := 1 + rng.Int64N(cfg.Rate)
+			n := 1 + rng.Int64N(max(cfg.Rate, cfg.Burst, cfg.Capacity))
 			gm, em := mem.Release(ctx, key, knownM, n)
 			gr, er := red.Release(ctx, key, knownR, n)
 			if *diffTrace {

@@ -106,9 +106,9 @@ func modeString(m redlimit.Mode) string { return m.String() }
 // configArgs are the ARGV that describe cfg; empty when it is unknown.
 func configArgs(cfg redlimit.Config) []any {
 	if cfg.Rate == 0 {
-		return []any{"", "", "", "", ""}
+		return []any{"", "", "", "", "", "", ""}
 	}
-	return []any{string(cfg.Algorithm), modeString(cfg.Mode), cfg.Rate, cfg.Interval.Milliseconds(), cfg.Epoch}
+	return []any{string(cfg.Algorithm), modeString(cfg.Mode), cfg.Rate, cfg.Interval.Milliseconds(), cfg.Epoch, cfg.Burst, cfg.Capacity}
 }
 
 // SetConfig implements redlimit.Store.
@@ -126,17 +126,18 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 		return redlimit.Config{}, false, &redlimit.ArgumentError{Arg: "set mode", Value: fmt.Sprint(how), Reason: "unknown", Kind: redlimit.ErrInvalidArgument}
 	}
 	k := limiterKeys(s.prefix, name)
-	args := append([]any{h}, configArgs(c)[:4]...)
-	args = append(args, redlimit.NewEpoch())
+	ca := configArgs(c)
+	args := append([]any{h}, ca[:4]...)
+	args = append(args, redlimit.NewEpoch(), c.Burst, c.Capacity)
 	raw, err := setConfigScript.Run(ctx, s.rdb, []string{k.config, k.state, k.log}, args...).Result()
 	if err != nil {
 		return redlimit.Config{}, false, wrap(err)
 	}
-	r, err := asArray(raw, 6)
+	r, err := asArray(raw, 8)
 	if err != nil {
 		return redlimit.Config{}, false, err
 	}
-	stored, err := decodeConfig(r[1:6])
+	stored, err := decodeConfig(r[1:8])
 	if err != nil {
 		return redlimit.Config{}, false, err
 	}
@@ -152,7 +153,7 @@ func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error
 	if err != nil {
 		return redlimit.Config{}, wrap(err)
 	}
-	vals, err := asArray(raw, 5)
+	vals, err := asArray(raw, 7)
 	if err != nil {
 		return redlimit.Config{}, err
 	}
@@ -196,8 +197,8 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 	case int64(-3):
 		return reply{}, fmt.Errorf("%w: config of limiter %q", redlimit.ErrCorrupt, key.Name)
 	}
-	if len(r) != 10 {
-		return reply{}, fmt.Errorf("%w: script reply has %d elements, want 10", redlimit.ErrCorrupt, len(r))
+	if len(r) != 12 {
+		return reply{}, fmt.Errorf("%w: script reply has %d elements, want 12", redlimit.ErrCorrupt, len(r))
 	}
 	var out reply
 	for i, p := range []*int64{&out.code, &out.value, &out.wait, &out.at, &out.now} {
@@ -207,11 +208,11 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 		}
 		*p = v
 	}
-	if out.cfg, err = decodeConfig(r[5:10]); err != nil {
+	if out.cfg, err = decodeConfig(r[5:12]); err != nil {
 		return reply{}, err
 	}
 	if out.code == -2 {
-		return reply{}, redlimit.PermitsExceedRate(n, out.cfg.Rate)
+		return reply{}, redlimit.PermitsExceedRate(n, out.cfg.MaxPermits())
 	}
 	return out, nil
 }
@@ -330,36 +331,48 @@ func asArray(raw any, min int) ([]any, error) {
 	return r, nil
 }
 
-// decodeConfig reads {algorithm, mode, rate, interval, epoch} as strings or
-// integers, and checks them.
+// decodeConfig reads {algorithm, mode, rate, interval, epoch, burst,
+// capacity} as strings or integers (burst and capacity may be missing, as in
+// configs written before they existed) and checks them.
 func decodeConfig(v []any) (redlimit.Config, error) {
-	if len(v) != 5 {
+	if len(v) != 7 {
 		return redlimit.Config{}, fmt.Errorf("%w: config has %d fields", redlimit.ErrCorrupt, len(v))
 	}
-	text := make([]string, 5)
+	text := make([]string, 7)
 	for i, x := range v {
 		switch x := x.(type) {
 		case string:
 			text[i] = x
 		case int64:
 			text[i] = strconv.FormatInt(x, 10)
+		case nil:
+			if i < 5 {
+				return redlimit.Config{}, fmt.Errorf("%w: config field %s missing", redlimit.ErrCorrupt, configFields[i])
+			}
+			text[i] = "0"
 		default:
-			return redlimit.Config{}, fmt.Errorf("%w: config field %d is %T", redlimit.ErrCorrupt, i, x)
+			return redlimit.Config{}, fmt.Errorf("%w: config field %s is %T", redlimit.ErrCorrupt, configFields[i], x)
 		}
 	}
 	mode, err := redlimit.ParseMode(text[1])
 	if err != nil {
 		return redlimit.Config{}, fmt.Errorf("%w: mode %q", redlimit.ErrCorrupt, text[1])
 	}
-	rate, err1 := strconv.ParseInt(text[2], 10, 64)
-	interval, err2 := strconv.ParseInt(text[3], 10, 64)
-	epoch, err3 := strconv.ParseInt(text[4], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil || interval > int64(redlimit.MaxInterval/time.Millisecond) {
-		return redlimit.Config{}, fmt.Errorf("%w: config %q", redlimit.ErrCorrupt, text)
+	var nums [5]int64
+	for i := range nums {
+		if nums[i], err = strconv.ParseInt(text[i+2], 10, 64); err != nil {
+			return redlimit.Config{}, fmt.Errorf("%w: config field %s is %q", redlimit.ErrCorrupt, configFields[i+2], text[i+2])
+		}
 	}
-	c := redlimit.Config{Algorithm: redlimit.Algorithm(text[0]), Mode: mode, Rate: rate, Interval: time.Duration(interval) * time.Millisecond, Epoch: epoch}
+	rate, interval, epoch, burst, capacity := nums[0], nums[1], nums[2], nums[3], nums[4]
+	if interval < 0 || interval > int64(redlimit.MaxInterval/time.Millisecond) {
+		return redlimit.Config{}, fmt.Errorf("%w: interval %d ms", redlimit.ErrCorrupt, interval)
+	}
+	c := redlimit.Config{Algorithm: redlimit.Algorithm(text[0]), Mode: mode, Rate: rate, Interval: time.Duration(interval) * time.Millisecond, Epoch: epoch, Burst: burst, Capacity: capacity}
 	if _, err := c.Normalize(); err != nil {
 		return redlimit.Config{}, fmt.Errorf("%w: %w", redlimit.ErrCorrupt, err)
 	}
 	return c, nil
 }
+
+var configFields = []string{"algorithm", "mode", "rate", "interval", "epoch", "burst", "capacity"}

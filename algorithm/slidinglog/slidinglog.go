@@ -16,11 +16,15 @@
 // read a clock: "now" is an argument.
 package slidinglog
 
-// Limit is a validated configuration: Rate permits per Interval milliseconds.
-type Limit struct {
-	Rate     int64
-	Interval int64
-}
+import "github.com/redlimit/redlimit/algorithm"
+
+// Limit and Decision are the shared types of package algorithm.
+type (
+	Limit    = algorithm.Limit
+	Decision = algorithm.Decision
+)
+
+var _ algorithm.State = (*State)(nil)
 
 // Entry is the number of permits granted (or reserved) at one millisecond.
 type Entry struct {
@@ -45,24 +49,8 @@ type State struct {
 	Expiry int64
 }
 
-// Decision is the outcome of Acquire.
-type Decision struct {
-	Granted bool
-	// At is when the permits are granted: now, or a later reserved instant
-	// that the caller must wait for. Zero when refused.
-	At int64
-	// Wait is At - now when granted; when refused, how long until the
-	// request could be granted (its retry-after).
-	Wait int64
-	// Remaining is the number of permits a new request could be granted at
-	// Now, after this decision.
-	Remaining int64
-	// Now is the time the decision was made at (never before an earlier one).
-	Now int64
-}
-
-// Unlimited as a MaxWait lets a request wait as long as it takes.
-const Unlimited int64 = -1
+// Unlimited as a maxWait lets a request wait as long as it takes.
+const Unlimited = algorithm.Unlimited
 
 // advance moves the log to now (never backwards) and drops the entries that
 // have left every window that can still be asked about. It returns the

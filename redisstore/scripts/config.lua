@@ -2,5 +2,5 @@
 -- so that it runs on the primary even when the client reads from replicas.
 --
 -- KEYS[1] config hash
--- Reply: {algorithm, mode, rate, interval, epoch}, nil where a field is missing
-return redis.call('HMGET', KEYS[1], 'algorithm', 'mode', 'rate', 'interval', 'epoch')
+-- Reply: {algorithm, mode, rate, interval, epoch, burst, capacity}, nil where missing
+return redis.call('HMGET', KEYS[1], 'algorithm', 'mode', 'rate', 'interval', 'epoch', 'burst', 'capacity')

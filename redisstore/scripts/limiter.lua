@@ -1,31 +1,38 @@
--- limiter.lua: one call on a sliding-log limiter, atomically. The rules are
--- those of algorithm/slidinglog (the Go code is the truth; differential tests
--- hold this script to it decision for decision).
+-- limiter.lua: one call on a limiter, atomically, under any algorithm. The
+-- rules are those of algorithm/<name> (the Go code is the truth; differential
+-- tests hold this script to it decision for decision). Section by section it
+-- follows the Go files: prelude, then sliding-log, fixed-window,
+-- sliding-counter, token-bucket and leaky-bucket, then dispatch.
 --
--- KEYS[1] config hash   {algorithm, mode, rate, interval (ms), epoch}
--- KEYS[2] Overall state hash {t = total permits in log, l = last now, e = epoch,
---         x = expiry: the log counts as empty from then on}
--- KEYS[3] Overall log list  [at1, permits1, at2, permits2, ...], at strictly rising
--- KEYS[4] this client's state hash (PerClient)
--- KEYS[5] this client's log list   (PerClient)
+-- KEYS[1] config hash {algorithm, mode, rate, interval (ms), epoch, burst, capacity}
+-- KEYS[2] Overall state hash, KEYS[3] Overall list (log entries or windows:
+--         [at1, permits1, at2, permits2, ...], oldest first)
+-- KEYS[4] this client's state hash, KEYS[5] this client's list (PerClient)
 -- ARGV[1] op: "acquire" | "cancel" | "release" | "available"
 -- ARGV[2] permits (acquire, cancel, release)
 -- ARGV[3] acquire: maximum wait in ms (-1: no bound); cancel: instant of the reservation
 -- ARGV[4] now in ms, or "" to read Redis TIME (the default: one clock for all clients)
--- ARGV[5..9] the config the client knows (algorithm, mode, rate, interval, epoch),
---            restored when the stored one is missing; ARGV[5] = "" when unknown
+-- ARGV[5..11] the config the client knows (algorithm, mode, rate, interval,
+--            epoch, burst, capacity), restored when the stored one is missing;
+--            ARGV[5] = "" when unknown
 --
--- Reply: {code, value, wait, at, now, algorithm, mode, rate, interval, epoch}
+-- State hash fields: e epoch, l last now seen, x expiry (the state counts as
+-- empty from then on), and per algorithm: t total (sliding-log), a tail
+-- (sliding-counter), o owed and s scale (buckets).
+--
+-- Reply: {code, value, wait, at, now, algorithm, mode, rate, interval, epoch, burst, capacity}
 --   code  1 granted / done, 0 refused, -1 not initialized, -2 permits exceed
---         rate, -3 stored config unreadable
+--         the most grantable at once, -3 stored config unreadable
 --   value acquire, available: permits left; cancel, release: permits handed back
 --   wait  acquire: ms until at when granted, retry-after when refused
 -- Errors are replies, never raw Lua errors.
 
+---------------------------------------------------------------- prelude
 local op = ARGV[1]
 local n = tonumber(ARGV[2])
-
 local function str(x) return string.format('%d', x) end
+local function later(a, b) if a > b then return a end return b end
+local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
 
 local now
 if ARGV[4] ~= '' then
@@ -35,49 +42,119 @@ else
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local cfg = redis.call('HMGET', KEYS[1], 'algorithm', 'mode', 'rate', 'interval', 'epoch')
+local fields = {'algorithm', 'mode', 'rate', 'interval', 'epoch', 'burst', 'capacity'}
+local cfg = redis.call('HMGET', KEYS[1], unpack(fields))
 if not cfg[1] and not cfg[3] then
   if ARGV[5] == '' then return {-1} end
-  cfg = {ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]}
-  redis.call('HSET', KEYS[1], 'algorithm', cfg[1], 'mode', cfg[2], 'rate', cfg[3], 'interval', cfg[4], 'epoch', cfg[5])
+  cfg = {ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]}
+  redis.call('HSET', KEYS[1], 'algorithm', cfg[1], 'mode', cfg[2], 'rate', cfg[3], 'interval', cfg[4],
+    'epoch', cfg[5], 'burst', cfg[6], 'capacity', cfg[7])
 end
+local alg = cfg[1]
 local rate, interval, epoch = tonumber(cfg[3]), tonumber(cfg[4]), tonumber(cfg[5])
-if cfg[1] ~= 'sliding-log' or (cfg[2] ~= 'overall' and cfg[2] ~= 'per-client')
-    or not rate or rate < 1 or not interval or interval < 1 or not epoch then
+local burst, capacity = tonumber(cfg[6] or '0'), tonumber(cfg[7] or '0')
+if (cfg[2] ~= 'overall' and cfg[2] ~= 'per-client') or not rate or rate < 1 or not interval
+    or interval < 1 or not epoch or not burst or not capacity then
   return {-3}
 end
 local function reply(code, value, wait, at)
-  return {code, value, wait, at, now, cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]}
+  return {code, value, wait, at, now, cfg[1], cfg[2], cfg[3], cfg[4], cfg[5], str(burst), str(capacity)}
 end
 
--- Checked before any state is touched.
-if op == 'acquire' and n > rate then return reply(-2, 0, 0, 0) end
-
-local stateKey, logKey = KEYS[2], KEYS[3]
-if cfg[2] == 'per-client' then stateKey, logKey = KEYS[4], KEYS[5] end
-
--- Load the log's header; state of another epoch (a reset) is discarded.
-local st = redis.call('HMGET', stateKey, 't', 'l', 'e', 'x')
-local total, last, expiry = 0, 0, 0
-if st[3] and tonumber(st[3]) == epoch and tonumber(st[1]) and tonumber(st[2]) and tonumber(st[4]) then
-  total, last, expiry = tonumber(st[1]), tonumber(st[2]), tonumber(st[4])
-elseif st[1] or st[2] or st[3] or st[4] or redis.call('EXISTS', logKey) == 1 then
-  redis.call('DEL', stateKey, logKey)
+-- The most one request can be granted; checked before any state is touched.
+local most = rate
+if alg == 'token-bucket' then most = burst elseif alg == 'leaky-bucket' then most = capacity end
+if alg ~= 'sliding-log' and alg ~= 'fixed-window' and alg ~= 'sliding-counter'
+    and alg ~= 'token-bucket' and alg ~= 'leaky-bucket' or most < 1 then
+  return {-3}
 end
+if op == 'acquire' and n > most then return reply(-2, 0, 0, 0) end
 
--- Time never runs backwards for a log.
-if now < last then now = last end
-local cut = now - interval
+local stateKey, listKey = KEYS[2], KEYS[3]
+if cfg[2] == 'per-client' then stateKey, listKey = KEYS[4], KEYS[5] end
+
+-- Load the state; state of another epoch (a reset) is discarded.
+local S = {}
+local raw = redis.call('HGETALL', stateKey)
+for i = 1, #raw, 2 do S[raw[i]] = tonumber(raw[i + 1]) end
+if #raw > 0 and S.e ~= epoch then
+  redis.call('DEL', stateKey, listKey)
+  S = {}
+elseif #raw == 0 and redis.call('EXISTS', listKey) == 1 then
+  redis.call('DEL', listKey)
+end
+local last, expiry = S.l or 0, S.x or 0
+
+-- Time never runs backwards for a state; past its expiry it counts as empty.
+now = later(now, last)
 local forgotten = expiry ~= 0 and now >= expiry
 
--- The entries at the head that have left the window: their count (as list
--- elements) and their permits.
-local function expired()
+-- save ends every change: it writes the state with its expiry, which is
+-- also the keys' TTL, or deletes it when empty.
+local function save(fieldsToSet, newExpiry)
+  if not newExpiry then
+    redis.call('DEL', stateKey, listKey)
+    return
+  end
+  local args = {'e', cfg[5], 'l', str(now), 'x', str(newExpiry)}
+  for k, v in pairs(fieldsToSet) do
+    table.insert(args, k)
+    table.insert(args, str(v))
+  end
+  redis.call('HSET', stateKey, unpack(args))
+  -- With a caller's clock Redis still expires keys by its own, so keep them
+  -- a minute longer (the x field decides when the state counts as empty).
+  local ttl = newExpiry - now
+  if ARGV[4] ~= '' then ttl = ttl + 60000 end
+  if ttl < 1 then ttl = 1 end
+  redis.call('PEXPIRE', stateKey, ttl)
+  if redis.call('EXISTS', listKey) == 1 then redis.call('PEXPIRE', listKey, ttl) end
+end
+
+-- List helpers: the list holds pairs [instant, permits], oldest first.
+local function tail()
+  local t = redis.call('LRANGE', listKey, -2, -1)
+  if #t < 2 then return nil, 0 end
+  return tonumber(t[1]), tonumber(t[2])
+end
+
+-- Walks the pairs from the newest back; f(index, at, permits) returns true to stop.
+local function from_tail(f)
+  local hi = redis.call('LLEN', listKey) - 1
+  while hi >= 1 do
+    local lo = hi - 63
+    if lo < 0 then lo = 0 end
+    local chunk = redis.call('LRANGE', listKey, lo, hi)
+    for i = #chunk - 1, 1, -2 do
+      if f(lo + i - 1, tonumber(chunk[i]), tonumber(chunk[i + 1])) then return end
+    end
+    hi = lo - 1
+  end
+end
+
+-- Takes up to want permits from the pair at index idx, dropping it when emptied.
+local function take(idx, permits, want)
+  if want > permits then want = permits end
+  if want == permits then
+    redis.call('LSET', listKey, idx, '-')
+    redis.call('LSET', listKey, idx + 1, '-')
+    redis.call('LREM', listKey, 2, '-')
+  else
+    redis.call('LSET', listKey, idx + 1, str(permits - want))
+  end
+  return want
+end
+
+-- Pairs at the head before cut (at < cut, or at <= cut with inclusive):
+-- their count as list elements and their permits.
+local function head_before(cut, inclusive)
   local idx, sum = 0, 0
   while true do
-    local chunk = redis.call('LRANGE', logKey, idx, idx + 63)
+    local chunk = redis.call('LRANGE', listKey, idx, idx + 63)
     local i = 1
-    while i < #chunk and tonumber(chunk[i]) <= cut do
+    while i < #chunk do
+      local at = tonumber(chunk[i])
+      if at > cut or (at == cut and not inclusive) then break end
       sum = sum + tonumber(chunk[i + 1])
       i = i + 2
     end
@@ -86,138 +163,283 @@ local function expired()
   end
 end
 
-local function tail()
-  local t = redis.call('LRANGE', logKey, -2, -1)
-  if #t < 2 then return nil, 0 end
-  return tonumber(t[1]), tonumber(t[2])
-end
-
-local function remaining(tailAt)
-  if tailAt and tailAt > now then return 0 end
-  if rate - total > 0 then return rate - total end
-  return 0
-end
-
-if op == 'available' then
-  if forgotten then return reply(1, rate, 0, 0) end
-  local _, sum = expired()
-  total = total - sum
-  return reply(1, remaining(tail()), 0, 0)
-end
-
--- Every other op moves the log to now.
-last = now
-if forgotten then
-  redis.call('DEL', logKey)
-  total = 0
-end
-local k, sum = expired()
-if k > 0 then
-  redis.call('LTRIM', logKey, k, -1)
-  total = total - sum
-end
-
-local function save()
-  local tailAt = tail()
-  if not tailAt then
-    redis.call('DEL', stateKey, logKey)
-    return
-  end
-  expiry = tailAt + interval
-  redis.call('HSET', stateKey, 't', str(total), 'l', str(last), 'e', cfg[5], 'x', str(expiry))
-  -- Redis drops the keys at the expiry; with a caller's clock, Redis expires
-  -- keys in its own time, so keep them a minute longer (the expiry field
-  -- still decides when the log counts as empty).
-  local ttl = expiry - now
-  if ARGV[4] ~= '' then ttl = ttl + 60000 end
-  redis.call('PEXPIRE', stateKey, ttl)
-  redis.call('PEXPIRE', logKey, ttl)
-end
-
--- Walks the entries from the newest back; f(index, at, permits) returns true to stop.
-local function from_tail(f)
-  local hi = redis.call('LLEN', logKey) - 1
-  while hi >= 1 do
-    local lo = hi - 63
-    if lo < 0 then lo = 0 end
-    local chunk = redis.call('LRANGE', logKey, lo, hi)
-    for i = #chunk - 1, 1, -2 do
-      if f(lo + i - 1, tonumber(chunk[i]), tonumber(chunk[i + 1])) then return end
-    end
-    hi = lo - 1
-  end
-end
-
--- Takes up to want permits from the entry at index idx, dropping it when emptied.
-local function take(idx, permits, want)
-  if want > permits then want = permits end
-  if want == permits then
-    redis.call('LSET', logKey, idx, '-')
-    redis.call('LSET', logKey, idx + 1, '-')
-    redis.call('LREM', logKey, 2, '-')
+-- Adds n permits to the newest pair if it starts at or after start, else
+-- appends a pair (the window-based algorithms' Windows.Add).
+local function add(start, permits)
+  local t, p = tail()
+  if t and t >= start then
+    redis.call('LSET', listKey, -1, str(p + permits))
   else
-    redis.call('LSET', logKey, idx + 1, str(permits - want))
+    redis.call('RPUSH', listKey, str(start), str(permits))
   end
-  total = total - want
-  return want
 end
 
-if op == 'cancel' then
-  local at, got = tonumber(ARGV[3]), 0
-  from_tail(function(idx, a, p)
-    if a < at then return true end
-    if a == at then got = take(idx, p, n); return true end
-  end)
-  save()
-  return reply(1, got, 0, 0)
-end
-
-if op == 'release' then
+-- Takes up to want permits from the newest pair starting at or before t
+-- (Windows.Take).
+local function take_at_or_before(t, want)
   local got = 0
   from_tail(function(idx, a, p)
-    if a <= now then got = got + take(idx, p, n - got) end
-    return got >= n
+    if a > t then return false end
+    got = take(idx, p, want)
+    return true
   end)
-  save()
-  return reply(1, got, 0, 0)
+  return got
 end
 
--- acquire
-local maxWait = tonumber(ARGV[3])
-local tailAt, tailPermits = tail()
-
--- The earliest instant, at or after now and the tail, where n more permits fit.
-local at = now
-if tailAt and tailAt > at then at = tailAt end
-local need = total + n - rate
-if need > 0 then
-  local dropped, idx, found = 0, 0, false
-  while not found do
-    local chunk = redis.call('LRANGE', logKey, idx, idx + 63)
-    if #chunk == 0 then break end
-    for i = 1, #chunk - 1, 2 do
-      dropped = dropped + tonumber(chunk[i + 1])
-      if dropped >= need then
-        local free = tonumber(chunk[i]) + interval
-        if free > at then at = free end
-        found = true
-        break
-      end
-    end
-    idx = idx + #chunk
+-- Sum of the permits of pairs starting in [from, to) (Windows.Sum); the
+-- window lists are a few pairs long.
+local function sum_between(from, to)
+  local all, s = redis.call('LRANGE', listKey, 0, -1), 0
+  for i = 1, #all - 1, 2 do
+    local a = tonumber(all[i])
+    if a >= from and a < to then s = s + tonumber(all[i + 1]) end
   end
+  return s
 end
 
-local wait = at - now
-if maxWait >= 0 and wait > maxWait then
-  save()
-  return reply(0, remaining(tailAt), wait, 0)
+local function window_start(t) return t - t % interval end
+
+---------------------------------------------------------------- sliding-log
+local function sliding_log()
+  local total = S.t or 0
+  if op == 'available' then
+    if forgotten then return reply(1, rate, 0, 0) end
+    local _, sum = head_before(now - interval, true)
+    total = total - sum
+    local t = tail()
+    if t and t > now then return reply(1, 0, 0, 0) end
+    return reply(1, later(rate - total, 0), 0, 0)
+  end
+  if forgotten then
+    redis.call('DEL', listKey)
+    total = 0
+  end
+  local k, sum = head_before(now - interval, true)
+  if k > 0 then
+    redis.call('LTRIM', listKey, k, -1)
+    total = total - sum
+  end
+  local function finish()
+    local t = tail()
+    if t then save({t = total}, t + interval) else save({}, nil) end
+  end
+  local function remaining()
+    local t = tail()
+    if t and t > now then return 0 end
+    return later(rate - total, 0)
+  end
+
+  if op == 'cancel' then
+    local at, got = tonumber(ARGV[3]), 0
+    from_tail(function(idx, a, p)
+      if a < at then return true end
+      if a == at then got = take(idx, p, n); return true end
+    end)
+    total = total - got
+    finish()
+    return reply(1, got, 0, 0)
+  end
+  if op == 'release' then
+    local got = 0
+    from_tail(function(idx, a, p)
+      if a <= now then got = got + take(idx, p, n - got) end
+      return got >= n
+    end)
+    total = total - got
+    finish()
+    return reply(1, got, 0, 0)
+  end
+
+  -- acquire: the earliest instant, at or after now and the tail, where n fit.
+  local maxWait = tonumber(ARGV[3])
+  local tailAt = tail()
+  local at = now
+  if tailAt and tailAt > at then at = tailAt end
+  local need = total + n - rate
+  if need > 0 then
+    local dropped, idx, found = 0, 0, false
+    while not found do
+      local chunk = redis.call('LRANGE', listKey, idx, idx + 63)
+      if #chunk == 0 then break end
+      for i = 1, #chunk - 1, 2 do
+        dropped = dropped + tonumber(chunk[i + 1])
+        if dropped >= need then
+          at = later(at, tonumber(chunk[i]) + interval)
+          found = true
+          break
+        end
+      end
+      idx = idx + #chunk
+    end
+  end
+  local wait = at - now
+  if maxWait >= 0 and wait > maxWait then
+    finish()
+    return reply(0, remaining(), wait, 0)
+  end
+  add(at, n)
+  total = total + n
+  finish()
+  return reply(1, remaining(), wait, at)
 end
-if tailAt == at then
-  redis.call('LSET', logKey, -1, str(tailPermits + n))
-else
-  redis.call('RPUSH', logKey, str(at), str(n))
+
+---------------------------------------------------------------- fixed-window and sliding-counter
+-- Both keep a few windows [start, permits]; the counter also keeps its tail.
+local function windows(counter)
+  local keep = interval -- windows a state keeps after the current one starts
+  if counter then keep = 2 * interval end
+  local tailAt = S.a or 0
+  if forgotten then
+    redis.call('DEL', listKey)
+    tailAt = 0
+  end
+  local function prune()
+    local k = head_before(window_start(now) - keep + interval, false)
+    if k > 0 then redis.call('LTRIM', listKey, k, -1) end
+  end
+  local function counts(t)
+    local w = window_start(t)
+    return w, sum_between(w - interval, w), sum_between(w, w + interval)
+  end
+  local function newest_tail(t0)
+    if counter then return later(t0, tailAt) end
+    local t = tail()
+    if t then return later(t0, t) end
+    return t0
+  end
+  local function remaining()
+    if newest_tail(now) > now then return 0 end
+    local w, prev, cur = counts(now)
+    local weighed = 0
+    if counter then weighed = ceildiv(prev * (interval - (now - w)), interval) end
+    return later(rate - cur - weighed, 0)
+  end
+  local function finish()
+    local t = tail()
+    if not t then
+      save({}, nil)
+      tailAt = 0 -- an empty state is fresh, tail and all (State.settle)
+    elseif counter then
+      save({a = tailAt}, window_start(t) + 2 * interval)
+    else
+      save({}, window_start(t) + interval)
+    end
+  end
+
+  if op == 'available' then
+    if forgotten then return reply(1, rate, 0, 0) end
+    -- Read-only: count as if pruned (sums look only at recent windows).
+    return reply(1, remaining(), 0, 0)
+  end
+  prune()
+  if op == 'cancel' then
+    local got = take_at_or_before(tonumber(ARGV[3]), n)
+    finish()
+    return reply(1, got, 0, 0)
+  end
+  if op == 'release' then
+    local got = take_at_or_before(now, n)
+    finish()
+    return reply(1, got, 0, 0)
+  end
+
+  -- acquire
+  local maxWait = tonumber(ARGV[3])
+  local at = newest_tail(now)
+  if counter then
+    while true do
+      local w, prev, cur = counts(at)
+      local room = rate - cur - n
+      local done = false
+      if room >= 0 then
+        local e = at - w
+        if prev > 0 then e = later(e, interval - math.floor(room * interval / prev)) end
+        if e < interval then at = w + e; done = true end
+      end
+      if done then break end
+      at = w + interval
+    end
+  else
+    local w = window_start(at)
+    if sum_between(w, w + interval) + n > rate then at = w + interval end
+  end
+  local wait = at - now
+  if maxWait >= 0 and wait > maxWait then
+    finish()
+    return reply(0, remaining(), wait, 0)
+  end
+  add(window_start(at), n)
+  if counter then tailAt = at end
+  finish()
+  return reply(1, remaining(), wait, at)
 end
-total = total + n
-save()
-return reply(1, remaining(at), wait, at)
+
+---------------------------------------------------------------- token-bucket and leaky-bucket
+-- Both keep a deficit (algorithm.Deficit): owed = permits x scale still to drain.
+local function bucket(leaky)
+  local owed, scale = S.o or 0, S.s or 0
+  -- Advance (Deficit.Advance).
+  if forgotten then owed = 0 end
+  if owed > 0 and scale ~= interval then
+    local q, r = math.floor(owed / scale), owed % scale
+    owed = q * interval + ceildiv(r * interval, scale)
+  end
+  if last ~= 0 and now - last > 0 then
+    if now - last >= ceildiv(owed, rate) then owed = 0 else owed = owed - (now - last) * rate end
+  end
+  local function wait_for(o, limit)
+    if o <= limit then return 0 end
+    return ceildiv(o - limit, rate)
+  end
+  local function remaining()
+    if leaky then
+      if owed > 0 then return 0 end
+      return capacity
+    end
+    return later(math.floor((burst * interval - owed) / interval), 0)
+  end
+  local function finish()
+    if owed == 0 then save({}, nil) else save({o = owed, s = interval}, now + ceildiv(owed, rate)) end
+  end
+  local function give(k)
+    k = math.min(k, math.floor(owed / interval))
+    owed = owed - k * interval
+    return k
+  end
+
+  if op == 'available' then return reply(1, remaining(), 0, 0) end
+  if op == 'cancel' or (op == 'release' and not leaky) then
+    local got = give(n)
+    finish()
+    return reply(1, got, 0, 0)
+  end
+  if op == 'release' then
+    finish()
+    return reply(1, 0, 0, 0)
+  end
+
+  -- acquire
+  local maxWait = tonumber(ARGV[3])
+  local wait, refuse
+  if leaky then
+    wait = wait_for(owed, 0)
+    refuse = wait_for(owed, (capacity - n) * interval) > 0
+  else
+    wait = wait_for(owed + n * interval, burst * interval)
+    refuse = false
+  end
+  if refuse or (maxWait >= 0 and wait > maxWait) then
+    finish()
+    return reply(0, remaining(), wait, 0)
+  end
+  owed = owed + n * interval
+  finish()
+  return reply(1, remaining(), wait, now + wait)
+end
+
+---------------------------------------------------------------- dispatch
+if alg == 'sliding-log' then return sliding_log() end
+if alg == 'fixed-window' then return windows(false) end
+if alg == 'sliding-counter' then return windows(true) end
+if alg == 'token-bucket' then return bucket(false) end
+return bucket(true)

@@ -1,0 +1,64 @@
+// Package algorithm holds what every rate-limiting algorithm's rules share.
+// Each algorithm lives in a subpackage as plain Go: a State that moves from
+// (state, now, request) to (state, decision). The memory store runs that code;
+// the Redis store's Lua is held to it, decision for decision, by differential
+// tests. Times are integer milliseconds of the store's clock, never read here.
+package algorithm
+
+// Limit is a validated configuration in the units the rules use.
+type Limit struct {
+	// Rate permits per Interval milliseconds.
+	Rate, Interval int64
+	// Burst is the token bucket's capacity.
+	Burst int64
+	// Capacity is the most permits the leaky bucket's queue holds.
+	Capacity int64
+}
+
+// Unlimited as a maximum wait lets a request wait as long as it takes.
+const Unlimited int64 = -1
+
+// Decision is the outcome of an acquire.
+type Decision struct {
+	Granted bool
+	// At is when the permits are granted: now, or a later reserved instant
+	// the caller waits for. Zero when refused.
+	At int64
+	// Wait is At-now when granted; when refused, how long until the request
+	// could be granted, or -1 if waiting cannot help (a full leaky-bucket
+	// queue is refused whatever the wait).
+	Wait int64
+	// Remaining is what a new request could be granted at Now.
+	Remaining int64
+	// Now is the time of the decision (never before an earlier one).
+	Now int64
+}
+
+// State is one limit's state under one algorithm: the Overall state of a
+// limiter, or one client's PerClient state. The zero value of each
+// algorithm's State is a fresh limit.
+type State interface {
+	// Acquire asks for n permits (1 <= n <= the algorithm's maximum) at now,
+	// waiting at most maxWait ms (Unlimited: no bound). A grant after now is
+	// a reservation that counts from then on and can be handed back.
+	Acquire(now int64, lim Limit, n, maxWait int64) Decision
+	// Cancel hands back up to n permits of a reservation for instant at and
+	// returns how many it handed back.
+	Cancel(now int64, lim Limit, at, n int64) int64
+	// Release hands back up to n permits granted at or before now and returns
+	// how many it handed back (0 where the algorithm has nothing to return).
+	Release(now int64, lim Limit, n int64) int64
+	// Available is what a request could be granted at now; it changes nothing.
+	Available(now int64, lim Limit) int64
+	// Forgotten reports whether the state holds nothing that can change an
+	// answer at now, so a store may drop it.
+	Forgotten(now int64) bool
+}
+
+// Later returns the later of two instants.
+func Later(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}

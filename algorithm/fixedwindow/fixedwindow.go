@@ -1,0 +1,106 @@
+// Package fixedwindow holds the rules of the fixed-window counter: at most
+// Rate permits in each window of Interval on a grid aligned to the clock
+// (whole seconds, minutes, hours, UTC days). One counter per window, so it is
+// cheap; but up to 2 x Rate can pass in one Interval that straddles a
+// boundary (seed 001 warns of it; the tests show it).
+//
+// A request that does not fit its window waits for the next window's start.
+// Waiters are served first come, first served: no one is granted before a
+// reservation already made.
+package fixedwindow
+
+import "github.com/redlimit/redlimit/algorithm"
+
+// State is one fixed-window limit. The zero value is fresh.
+type State struct {
+	// Windows holds the current window and any future window holding
+	// reservations; older ones are dropped.
+	Windows algorithm.Windows
+	// Last is the latest now seen: time never runs backwards.
+	Last int64
+	// Expiry: the state counts as empty from then on (the end of its newest
+	// window, as configured when it last changed).
+	Expiry int64
+}
+
+var _ algorithm.State = (*State)(nil)
+
+func (s *State) advance(now int64, lim algorithm.Limit) int64 {
+	now = algorithm.Later(now, s.Last)
+	s.Last = now
+	if s.Expiry != 0 && now >= s.Expiry {
+		s.Windows = nil
+	}
+	s.Windows = s.Windows.DropBefore(algorithm.WindowStart(now, lim.Interval))
+	return now
+}
+
+func (s *State) settle(lim algorithm.Limit) {
+	if k := len(s.Windows); k > 0 {
+		s.Expiry = algorithm.WindowStart(s.Windows[k-1].Start, lim.Interval) + lim.Interval
+		return
+	}
+	*s = State{}
+}
+
+// tail is the earliest instant a new request may be granted: now, or the
+// start of the newest reserved window.
+func (s *State) tail(now int64) int64 {
+	if k := len(s.Windows); k > 0 {
+		return algorithm.Later(now, s.Windows[k-1].Start)
+	}
+	return now
+}
+
+func (s *State) remaining(now int64, lim algorithm.Limit) int64 {
+	if s.tail(now) > now {
+		return 0
+	}
+	w := algorithm.WindowStart(now, lim.Interval)
+	return max(0, lim.Rate-s.Windows.Sum(w, w+lim.Interval))
+}
+
+// Acquire implements algorithm.State; n <= lim.Rate.
+func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algorithm.Decision {
+	now = s.advance(now, lim)
+	at := s.tail(now)
+	w := algorithm.WindowStart(at, lim.Interval)
+	if s.Windows.Sum(w, w+lim.Interval)+n > lim.Rate {
+		at = w + lim.Interval
+	}
+	wait := at - now
+	if maxWait != algorithm.Unlimited && wait > maxWait {
+		s.settle(lim)
+		return algorithm.Decision{Wait: wait, Remaining: s.remaining(now, lim), Now: now}
+	}
+	s.Windows = s.Windows.Add(algorithm.WindowStart(at, lim.Interval), n)
+	s.settle(lim)
+	return algorithm.Decision{Granted: true, At: at, Wait: wait, Remaining: s.remaining(now, lim), Now: now}
+}
+
+// Cancel implements algorithm.State.
+func (s *State) Cancel(now int64, lim algorithm.Limit, at, n int64) int64 {
+	s.advance(now, lim)
+	defer s.settle(lim)
+	return s.Windows.Take(at, n)
+}
+
+// Release hands back permits of the current window.
+func (s *State) Release(now int64, lim algorithm.Limit, n int64) int64 {
+	now = s.advance(now, lim)
+	defer s.settle(lim)
+	return s.Windows.Take(now, n)
+}
+
+// Available implements algorithm.State.
+func (s *State) Available(now int64, lim algorithm.Limit) int64 {
+	c := *s
+	c.Windows = append(algorithm.Windows(nil), s.Windows...)
+	now = c.advance(now, lim)
+	return c.remaining(now, lim)
+}
+
+// Forgotten implements algorithm.State.
+func (s *State) Forgotten(now int64) bool {
+	return len(s.Windows) == 0 || now >= s.Expiry
+}

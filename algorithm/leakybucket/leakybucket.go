@@ -1,0 +1,63 @@
+// Package leakybucket holds the rules of the leaky bucket as a queue that
+// drains at a constant rate (traffic shaping): grants are spaced evenly,
+// Interval/Rate apart, with no bursts. A request joins the queue and is
+// granted when the work ahead of it has drained; the queue holds at most
+// Capacity permits, and a request that would overflow it is refused
+// whatever it is willing to wait. O(1) state.
+//
+// Release has no meaning here (a granted permit has already left the queue)
+// and hands back nothing; Cancel takes a waiting reservation out of the queue.
+package leakybucket
+
+import "github.com/redlimit/redlimit/algorithm"
+
+// State is one leaky bucket. The zero value is an empty queue.
+type State struct {
+	algorithm.Deficit
+}
+
+var _ algorithm.State = (*State)(nil)
+
+// remaining: a request is granted at once only by an empty queue.
+func remaining(d algorithm.Deficit, lim algorithm.Limit) int64 {
+	if d.Owed > 0 {
+		return 0
+	}
+	return lim.Capacity
+}
+
+// Acquire implements algorithm.State; n <= lim.Capacity.
+func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algorithm.Decision {
+	now = s.Advance(now, lim)
+	wait := s.WaitFor(0, lim) // the work ahead must drain first
+	if room := s.WaitFor((lim.Capacity-n)*lim.Interval, lim); room > 0 || (maxWait != algorithm.Unlimited && wait > maxWait) {
+		// A full queue refuses whatever the wait. The retry-after, as for
+		// every algorithm, is when the request would be granted at once.
+		s.Settle(lim)
+		return algorithm.Decision{Wait: wait, Remaining: remaining(s.Deficit, lim), Now: now}
+	}
+	s.Owed += n * lim.Interval
+	s.Settle(lim)
+	return algorithm.Decision{Granted: true, At: now + wait, Wait: wait, Remaining: remaining(s.Deficit, lim), Now: now}
+}
+
+// Cancel takes up to n permits of a waiting reservation out of the queue.
+func (s *State) Cancel(now int64, lim algorithm.Limit, at, n int64) int64 {
+	s.Advance(now, lim)
+	defer s.Settle(lim)
+	return s.Give(n, lim)
+}
+
+// Release hands back nothing: granted permits have left the queue.
+func (s *State) Release(now int64, lim algorithm.Limit, n int64) int64 {
+	s.Advance(now, lim)
+	s.Settle(lim)
+	return 0
+}
+
+// Available implements algorithm.State.
+func (s *State) Available(now int64, lim algorithm.Limit) int64 {
+	d := s.Deficit
+	d.Advance(now, lim)
+	return remaining(d, lim)
+}

@@ -1,0 +1,57 @@
+// Package tokenbucket holds the rules of the token bucket: a bucket of Burst
+// tokens that refills at Rate per Interval, lazily, from the time elapsed
+// (Guava's resync, seed 001); a request takes n tokens. Bursts up to Burst
+// pass at once, the long-run rate is Rate per Interval. O(1) state.
+//
+// A request may take tokens the bucket does not have yet: it is then a
+// reservation, granted when the refill covers it (golang.org/x/time/rate's
+// ReserveN; tests hold the two to the same decisions). Waiters are first come,
+// first served, as each reservation deepens the debt the next one waits on.
+// Release and Cancel put tokens back, up to the bucket's size.
+package tokenbucket
+
+import "github.com/redlimit/redlimit/algorithm"
+
+// State is one token bucket. The zero value is a full bucket.
+type State struct {
+	algorithm.Deficit
+}
+
+var _ algorithm.State = (*State)(nil)
+
+func remaining(d algorithm.Deficit, lim algorithm.Limit) int64 {
+	return max(0, (lim.Burst*lim.Interval-d.Owed)/lim.Interval)
+}
+
+// Acquire implements algorithm.State; n <= lim.Burst.
+func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algorithm.Decision {
+	now = s.Advance(now, lim)
+	after := s.Owed + n*lim.Interval
+	wait := algorithm.Deficit{Owed: after}.WaitFor(lim.Burst*lim.Interval, lim)
+	if maxWait != algorithm.Unlimited && wait > maxWait {
+		s.Settle(lim)
+		return algorithm.Decision{Wait: wait, Remaining: remaining(s.Deficit, lim), Now: now}
+	}
+	s.Owed = after
+	s.Settle(lim)
+	return algorithm.Decision{Granted: true, At: now + wait, Wait: wait, Remaining: remaining(s.Deficit, lim), Now: now}
+}
+
+// Cancel puts the reservation's tokens back.
+func (s *State) Cancel(now int64, lim algorithm.Limit, at, n int64) int64 {
+	return s.Release(now, lim, n)
+}
+
+// Release puts up to n tokens back, up to the bucket's size.
+func (s *State) Release(now int64, lim algorithm.Limit, n int64) int64 {
+	s.Advance(now, lim)
+	defer s.Settle(lim)
+	return s.Give(n, lim)
+}
+
+// Available implements algorithm.State.
+func (s *State) Available(now int64, lim algorithm.Limit) int64 {
+	d := s.Deficit
+	d.Advance(now, lim)
+	return remaining(d, lim)
+}

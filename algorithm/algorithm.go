@@ -24,9 +24,8 @@ type Decision struct {
 	// At is when the permits are granted: now, or a later reserved instant
 	// the caller waits for. Zero when refused.
 	At int64
-	// Wait is At-now when granted; when refused, how long until the request
-	// could be granted, or -1 if waiting cannot help (a full leaky-bucket
-	// queue is refused whatever the wait).
+	// Wait is At-now when granted; when refused, how long until the same
+	// request would be granted at once (its retry-after).
 	Wait int64
 	// Remaining is what a new request could be granted at Now.
 	Remaining int64

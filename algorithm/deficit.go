@@ -30,7 +30,7 @@ func (d *Deficit) Advance(now int64, lim Limit) int64 {
 		d.Owed = q*lim.Interval + CeilDiv(r*lim.Interval, d.Scale)
 	}
 	d.Scale = lim.Interval
-	if elapsed := now - d.Last; d.Last != 0 && elapsed > 0 {
+	if elapsed := now - d.Last; elapsed > 0 {
 		if elapsed >= CeilDiv(d.Owed, lim.Rate) {
 			d.Owed = 0
 		} else {
@@ -49,12 +49,17 @@ func (d Deficit) WaitFor(limit int64, lim Limit) int64 {
 	return CeilDiv(d.Owed-limit, lim.Rate)
 }
 
-// Give hands back up to n permits' worth and returns how many whole permits
-// it handed back.
-func (d *Deficit) Give(n int64, lim Limit) int64 {
-	n = min(n, d.Owed/lim.Interval)
-	d.Owed -= n * lim.Interval
-	return n
+// GiveBack hands back a grant of n permits for instant at, as
+// golang.org/x/time/rate's Reservation.Cancel does: only what no later
+// reservation has built on, so the instants already promised to later waiters
+// stay valid. hold is what the deficit holds at the grant's instant besides
+// later work (a token bucket's Burst x Interval; a leaky bucket's queued
+// grant itself, n x Interval). It returns the whole permits handed back.
+func (d *Deficit) GiveBack(now, at, n, hold int64, lim Limit) int64 {
+	later := max(0, d.Owed-(at-now)*lim.Rate-hold)
+	give := min(max(0, n*lim.Interval-later), d.Owed)
+	d.Owed -= give
+	return give / lim.Interval
 }
 
 // Settle ends every change: it sets the expiry, or clears the state when

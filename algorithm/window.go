@@ -54,12 +54,16 @@ func (ws Windows) Add(start, n int64) Windows {
 }
 
 // Take removes up to n permits from the newest window that starts at or
-// before t and returns how many it removed; an emptied window is dropped.
-func (ws *Windows) Take(t, n int64) int64 {
+// before t and ends after it (it is interval long), and returns how many it
+// removed; an emptied window is dropped.
+func (ws *Windows) Take(t, n, interval int64) int64 {
 	l := *ws
 	for i := len(l) - 1; i >= 0; i-- {
 		if l[i].Start > t {
 			continue
+		}
+		if l[i].Start+interval <= t {
+			return 0
 		}
 		if n > l[i].Permits {
 			n = l[i].Permits

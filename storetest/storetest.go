@@ -53,6 +53,18 @@ func (e *env) configured(name string, cfg redlimit.Config, opts ...redlimit.Opti
 	return l
 }
 
+// waitTimers waits until n callers sleep on the fake clock (a real-time
+// guard turns a bug that never gets there into a failure, not a hang).
+func (e *env) waitTimers(n int) {
+	e.t.Helper()
+	guard := make(chan struct{})
+	t := time.AfterFunc(30*time.Second, func() { close(guard) })
+	defer t.Stop()
+	if !e.clock.WaitForTimers(n, guard) {
+		e.t.Fatalf("%d callers never waited on the clock (%d do)", n, e.clock.Timers())
+	}
+}
+
 func (e *env) try(l *redlimit.Limiter, n int64) redlimit.Result {
 	e.t.Helper()
 	r, err := l.TryAcquire(e.ctx, n)
@@ -93,6 +105,8 @@ func Run(t *testing.T, f Factory) {
 		{"ClockNeverRunsBackwards", testClockBackwards},
 		{"NamesStayApart", testNamesApart},
 		{"ConcurrentClients", testConcurrentClients},
+		{"EveryAlgorithm", testEveryAlgorithm},
+		{"AlgorithmChange", testAlgorithmChange},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(newEnv(t, f)) })
@@ -626,4 +640,148 @@ func MaxInWindow(grants []redlimit.Result, interval time.Duration) int64 {
 		}
 	}
 	return worst
+}
+
+// algorithmCases are one config per algorithm and how many single permits
+// each grants at once from fresh.
+var algorithmCases = []struct {
+	cfg   redlimit.Config
+	burst int
+}{
+	{redlimit.PerInterval(3, 10*time.Second), 3},
+	{redlimit.PerInterval(3, 10*time.Second).WithAlgorithm(redlimit.FixedWindow), 3},
+	{redlimit.PerInterval(3, 10*time.Second).WithAlgorithm(redlimit.SlidingCounter), 3},
+	{redlimit.TokenBucketConfig(1, time.Second, 3), 3},
+	{redlimit.LeakyBucketConfig(1, time.Second, 3), 1}, // no bursts: one at a time
+}
+
+// testEveryAlgorithm: the whole API works the same way under every
+// algorithm: config round trip, grants, exact retry-after, fair waiting,
+// hand-back of a cancelled wait, per-client limits and typed errors.
+func testEveryAlgorithm(e *env) {
+	for _, ac := range algorithmCases {
+		name := "alg-" + string(ac.cfg.Algorithm)
+		l := e.limiter(name)
+		if set, err := l.TrySetRate(e.ctx, ac.cfg); !set || err != nil {
+			e.t.Fatalf("%s: TrySetRate = %v, %v", name, set, err)
+		}
+		if got, err := l.Config(e.ctx); err != nil || !got.SameLimit(ac.cfg) {
+			e.t.Fatalf("%s: Config = %v, %v; want %v", name, got, err, ac.cfg)
+		}
+		if n := e.available(l); n < 1 {
+			e.t.Fatalf("%s: fresh limiter has %d available", name, n)
+		}
+		granted := 0
+		var refused redlimit.Result
+		for i := 0; i < 10; i++ {
+			r := e.try(l, 1)
+			if !r.Allowed {
+				refused = r
+				break
+			}
+			granted++
+		}
+		if granted != ac.burst {
+			e.t.Fatalf("%s: %d granted at once from fresh, want %d", name, granted, ac.burst)
+		}
+		if refused.RetryAfter <= 0 || refused.Remaining != 0 {
+			e.t.Fatalf("%s: refusal %+v; want a retry-after and 0 left", name, refused)
+		}
+		// The retry-after is exact: a millisecond early is still too early.
+		e.clock.Advance(refused.RetryAfter - time.Millisecond)
+		if r := e.try(l, 1); r.Allowed || r.RetryAfter != time.Millisecond {
+			e.t.Fatalf("%s: 1ms before the retry-after: %+v", name, r)
+		}
+		e.clock.Advance(time.Millisecond)
+		if r := e.try(l, 1); !r.Allowed {
+			e.t.Fatalf("%s: at the retry-after: %+v", name, r)
+		}
+		// Waiters are served in arrival order; one gives up and hands back.
+		for e.try(l, 1).Allowed {
+		}
+		firstc := make(chan redlimit.Result, 1)
+		go func() {
+			r, err := e.limiter(name).Acquire(e.ctx, 1)
+			if err != nil {
+				e.t.Errorf("%s: first waiter: %v", name, err)
+			}
+			firstc <- r
+		}()
+		e.waitTimers(1)
+		ctx, cancel := context.WithCancel(e.ctx)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := e.limiter(name).Acquire(ctx, 1)
+			errc <- err
+		}()
+		e.waitTimers(2)
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			e.t.Fatalf("%s: cancelled waiter: %v", name, err)
+		}
+		thirdc := make(chan redlimit.Result, 1)
+		go func() {
+			r, err := e.limiter(name).TryAcquireWait(e.ctx, 1, time.Hour)
+			if err != nil {
+				e.t.Errorf("%s: third waiter: %v", name, err)
+			}
+			thirdc <- r
+		}()
+		e.waitTimers(2)
+		e.clock.Advance(time.Hour)
+		first, third := <-firstc, <-thirdc
+		if !first.Allowed || !third.Allowed || third.At.Before(first.At) {
+			e.t.Fatalf("%s: first waiter %+v, a later one %+v: served out of order", name, first, third)
+		}
+		// Too many permits at once is a typed error under every algorithm.
+		if _, err := l.TryAcquire(e.ctx, ac.cfg.MaxPermits()+4); !errors.Is(err, redlimit.ErrPermitsExceedRate) {
+			e.t.Fatalf("%s: too many permits: %v", name, err)
+		}
+		// PerClient: each client its own limit.
+		pc := ac.cfg.WithMode(redlimit.PerClient)
+		a := e.configured(name+"-pc", pc, redlimit.WithClientID("a"))
+		b := e.limiter(name+"-pc", redlimit.WithClientID("b"))
+		for i := 0; i < ac.burst; i++ {
+			e.try(a, 1)
+		}
+		if r := e.try(b, 1); !r.Allowed {
+			e.t.Fatalf("%s: client b refused after client a used its own limit: %+v", name, r)
+		}
+	}
+	// Parameters of another algorithm are typed errors, not ignored.
+	l := e.limiter("alg-bad")
+	bad := []redlimit.Config{
+		{Rate: 1, Interval: time.Second, Burst: 5},
+		{Algorithm: redlimit.TokenBucket, Rate: 1, Interval: time.Second, Capacity: 5},
+		{Algorithm: redlimit.LeakyBucket, Rate: 1, Interval: time.Second, Burst: 5},
+		{Algorithm: redlimit.TokenBucket, Rate: 1, Interval: time.Second, Burst: -1},
+		{Algorithm: redlimit.TokenBucket, Rate: 1, Interval: 48 * time.Hour},
+		{Algorithm: redlimit.SlidingCounter, Rate: 1 << 40, Interval: 24 * time.Hour},
+		{Algorithm: "Token-Bucket", Rate: 1, Interval: time.Second},
+	}
+	for _, c := range bad {
+		if err := l.SetRate(e.ctx, c); !errors.Is(err, redlimit.ErrInvalidArgument) {
+			e.t.Errorf("SetRate(%+v) = %v; want ErrInvalidArgument", c, err)
+		}
+	}
+}
+
+// testAlgorithmChange: switching algorithms starts the new one afresh (the
+// old state means nothing to it); keeping the algorithm keeps the state.
+func testAlgorithmChange(e *env) {
+	l := e.configured("switch", redlimit.PerInterval(2, time.Minute))
+	e.try(l, 2)
+	if err := l.SetRate(e.ctx, redlimit.TokenBucketConfig(2, time.Minute, 2)); err != nil {
+		e.t.Fatal(err)
+	}
+	if n := e.available(l); n != 2 {
+		e.t.Fatalf("after switching to token-bucket: %d available, want 2 (a fresh bucket)", n)
+	}
+	e.try(l, 2)
+	if err := l.SetRate(e.ctx, redlimit.TokenBucketConfig(2, time.Minute, 4)); err != nil {
+		e.t.Fatal(err)
+	}
+	if n := e.available(l); n != 2 {
+		e.t.Fatalf("after raising the burst 2 -> 4 with 2 taken: %d available, want 2", n)
+	}
 }

@@ -82,14 +82,14 @@ func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algori
 func (s *State) Cancel(now int64, lim algorithm.Limit, at, n int64) int64 {
 	s.advance(now, lim)
 	defer s.settle(lim)
-	return s.Windows.Take(at, n)
+	return s.Windows.Take(at, n, lim.Interval)
 }
 
 // Release hands back permits of the current window.
 func (s *State) Release(now int64, lim algorithm.Limit, n int64) int64 {
 	now = s.advance(now, lim)
 	defer s.settle(lim)
-	return s.Windows.Take(now, n)
+	return s.Windows.Take(now, n, lim.Interval)
 }
 
 // Available implements algorithm.State.

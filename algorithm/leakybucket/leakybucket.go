@@ -41,11 +41,15 @@ func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algori
 	return algorithm.Decision{Granted: true, At: now + wait, Wait: wait, Remaining: remaining(s.Deficit, lim), Now: now}
 }
 
-// Cancel takes up to n permits of a waiting reservation out of the queue.
+// Cancel takes a reservation for at that has not come yet out of the queue,
+// less whatever later reservations were scheduled after it.
 func (s *State) Cancel(now int64, lim algorithm.Limit, at, n int64) int64 {
-	s.Advance(now, lim)
+	now = s.Advance(now, lim)
 	defer s.Settle(lim)
-	return s.Give(n, lim)
+	if at <= now {
+		return 0
+	}
+	return s.GiveBack(now, at, n, n*lim.Interval, lim)
 }
 
 // Release hands back nothing: granted permits have left the queue.

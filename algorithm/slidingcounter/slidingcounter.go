@@ -107,14 +107,20 @@ func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algori
 func (s *State) Cancel(now int64, lim algorithm.Limit, at, n int64) int64 {
 	s.advance(now, lim)
 	defer s.settle(lim)
-	return s.Windows.Take(at, n)
+	return s.Windows.Take(at, n, lim.Interval)
 }
 
-// Release hands back permits of the newest window at or before now.
+// Release hands back permits of the current window, or only of the
+// previous one while reservations are still to come (the current window's
+// count cannot tell them from grants already made).
 func (s *State) Release(now int64, lim algorithm.Limit, n int64) int64 {
 	now = s.advance(now, lim)
 	defer s.settle(lim)
-	return s.Windows.Take(now, n)
+	t := now
+	if s.Tail > now {
+		t = algorithm.WindowStart(now, lim.Interval) - 1
+	}
+	return s.Windows.Take(t, n, 2*lim.Interval)
 }
 
 // Available implements algorithm.State.

@@ -37,16 +37,23 @@ func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algori
 	return algorithm.Decision{Granted: true, At: now + wait, Wait: wait, Remaining: remaining(s.Deficit, lim), Now: now}
 }
 
-// Cancel puts the reservation's tokens back.
+// Cancel puts back the tokens of a reservation for at that has not come
+// yet, less any that later reservations were promised (as x/time/rate does).
 func (s *State) Cancel(now int64, lim algorithm.Limit, at, n int64) int64 {
-	return s.Release(now, lim, n)
+	now = s.Advance(now, lim)
+	defer s.Settle(lim)
+	if at <= now {
+		return 0
+	}
+	return s.GiveBack(now, at, n, lim.Burst*lim.Interval, lim)
 }
 
-// Release puts up to n tokens back, up to the bucket's size.
+// Release puts up to n tokens back, up to the bucket's size, less any that
+// reservations still waiting were promised.
 func (s *State) Release(now int64, lim algorithm.Limit, n int64) int64 {
-	s.Advance(now, lim)
+	now = s.Advance(now, lim)
 	defer s.Settle(lim)
-	return s.Give(n, lim)
+	return s.GiveBack(now, now, n, lim.Burst*lim.Interval, lim)
 }
 
 // Available implements algorithm.State.

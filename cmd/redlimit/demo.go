@@ -52,7 +52,7 @@ func cmdDemo(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if err != nil {
 		return c.fail(cmd, err)
 	}
-	if err := l.SetRate(ctx, cfg); err != nil {
+	if err := l.SetRate(ctx, cfg, redlimit.ResetState()); err != nil {
 		return c.fail(cmd, err)
 	}
 
@@ -65,12 +65,17 @@ func cmdDemo(ctx context.Context, c *cli, cmd *command, args []string) int {
 		firstErr error
 		wg       sync.WaitGroup
 	)
-	start := clk.Now()
+	// Grants are timed on the store's clock, from its time now (in whole
+	// ms, as the stores count), so that clocks that disagree do not matter.
+	now, err := c.storeNow(ctx, store)
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	start := now.Truncate(time.Millisecond)
 	for i := 1; i <= *callers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			asked := clk.Now()
 			res, err := l.Acquire(ctx, *permits)
 			mu.Lock()
 			defer mu.Unlock()
@@ -81,11 +86,9 @@ func cmdDemo(ctx context.Context, c *cli, cmd *command, args []string) int {
 				}
 				return
 			}
-			// The grant instant is the reservation's: when the caller asked
-			// plus what the store told it to wait. It is exact whatever the
-			// store's clock (Redis TIME) reads, and does not depend on when
+			// The grant's instant is the one the store reserved, not when
 			// this goroutine got to run after its timer fired.
-			g := grant{caller: i, at: asked.Sub(start) + res.Waited, waited: res.Waited}
+			g := grant{caller: i, at: max(0, res.At.Sub(start)), waited: res.Waited}
 			grants = append(grants, g)
 			if sf.json {
 				return

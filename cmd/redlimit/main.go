@@ -2,7 +2,8 @@
 //
 // A limiter is a name in a store holding a config (Rate permits per Interval,
 // shared by every client in the "overall" mode, or per client in the
-// "per-client" mode) and the sliding log of the permits granted. The store is
+// "per-client" mode) and the record of the permits granted (a sliding log,
+// the default algorithm, which is the one the command sets). The store is
 // Redis (--redis URL, or $REDIS_URL), so that every process using it shares
 // the limit, or, without a URL, an in-memory store that lives only as long as
 // the command.
@@ -101,7 +102,7 @@ type cli struct {
 // command is a subcommand.
 type command struct {
 	name     string
-	synopsis string // arguments, after "redlimit NAME"
+	synopsis string // its arguments, after "redlimit COMMAND"
 	help     string // what it does, for its -h
 	wantName bool   // takes the NAME positional
 	run      func(ctx context.Context, c *cli, cmd *command, args []string) int
@@ -146,7 +147,8 @@ Every command also takes, before or after NAME:
   --redis URL   the Redis to use, e.g. redis://localhost:6379/0 (default $REDIS_URL);
                 empty: an in-memory store that lives only as long as the command
   --prefix P    the Redis key prefix (default "redlimit:")
-  --json        print one JSON object on stdout instead of text
+  --json        print one JSON object on stdout instead of text (errors stay
+                text on stderr)
 
 Durations are Go durations: 500ms, 1s, 1m, 1h30m.
 Exit status: 0 success (acquire: granted), 1 acquire refused, 2 bad usage or error.
@@ -305,6 +307,19 @@ func (c *cli) openStore(sf *storeFlags) (redlimit.Store, func(), error) {
 		return nil, nil, err
 	}
 	return s, func() { _ = rdb.Close() }, nil
+}
+
+// storeNow reads the time of store's clock, which the Results' At are in:
+// Redis keeps its own time (TIME) unless the store was given a clock.
+func (c *cli) storeNow(ctx context.Context, store redlimit.Store) (time.Time, error) {
+	if rs, ok := store.(*redisstore.Store); ok && c.deps.Clock == nil {
+		t, err := rs.Client().Time(ctx).Result()
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%w: %w", redlimit.ErrUnavailable, err)
+		}
+		return t, nil
+	}
+	return c.clock().Now(), nil
 }
 
 // newRedisClient opens the Redis that url names. It returns the universal

@@ -5,16 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/memstore"
 )
+
+// Every run closes its Redis client and waits for its callers.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // t0 is the fake clocks' start.
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -45,6 +51,59 @@ type result struct {
 
 func (r result) String() string {
 	return fmt.Sprintf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+}
+
+// background is a run of the command in a goroutine: one that waits on the
+// fake clock. It is cancelled and waited for at the end of the test, so that a
+// failing test neither hangs nor leaks it.
+type background struct {
+	done   chan struct{}
+	code   int // set when done is closed
+	stderr syncBuffer
+}
+
+func start(t *testing.T, d deps, stdout io.Writer, args ...string) *background {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &background{done: make(chan struct{})}
+	go func() {
+		defer close(g.done)
+		g.code = run(ctx, args, stdout, &g.stderr, d)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-g.done
+	})
+	return g
+}
+
+// waitForTimers waits until n callers wait on fake and fails if the run ends
+// first.
+func (g *background) waitForTimers(t *testing.T, fake *clock.Fake, n int) {
+	t.Helper()
+	if !fake.WaitForTimers(n, g.done) {
+		t.Fatalf("the command ended before %d callers waited: exit %d, stderr %q", n, g.code, g.stderr.String())
+	}
+}
+
+// advance moves fake by d and checks that left callers still wait after
+// that: none more, or the test would wait for them forever.
+func advance(t *testing.T, fake *clock.Fake, d time.Duration, left int) {
+	t.Helper()
+	fake.Advance(d)
+	if n := fake.Timers(); n != left {
+		t.Fatalf("after moving the clock by %s, %d callers wait, want %d", d, n, left)
+	}
+}
+
+// wait waits for the run to end and fails if a caller starts waiting on
+// fake before it does: once the clock has moved past every grant, none may
+// (and nothing would move it again).
+func (g *background) wait(t *testing.T, fake *clock.Fake) {
+	t.Helper()
+	if fake.WaitForTimers(1, g.done) {
+		t.Fatalf("a caller waits on the clock after it moved past every grant")
+	}
 }
 
 // call runs the command in-process.
@@ -121,7 +180,7 @@ func TestCommands(t *testing.T) {
 				// SetRate keeps the permits granted: one more of 3.
 				{args: []string{"set-rate", "api", "--rate", "3", "--interval", "1h"}, stdout: `set "api": 3 per 1h0m0s (sliding-log, overall)` + "\n"},
 				{args: []string{"get", "api"}, stdout: "name:      \"api\"\nconfig:    3 per 1h0m0s (sliding-log, overall)\navailable: 1 permit\n"},
-				{args: []string{"acquire", "api", "--permits", "4"}, code: 2, stderr: `redlimit acquire: invalid permits "4": exceed the rate 3`},
+				{args: []string{"acquire", "api", "--permits", "4"}, code: 2, stderr: `redlimit acquire: invalid permits "4": exceed`},
 				{args: []string{"acquire", "api", "--permits", "2"}, code: 1, stdout: `refused 2 permits of "api": 1 remaining, retry after 1h0m0s` + "\n"},
 				{args: []string{"set-rate", "--reset", "api", "--rate", "3", "--interval", "1h"}, stdout: `set "api": 3 per 1h0m0s (sliding-log, overall), state reset` + "\n"},
 				{args: []string{"acquire", "api", "--permits", "3"}, stdout: `granted 3 permits of "api": 0 remaining` + "\n"},
@@ -193,18 +252,12 @@ func TestAcquireWait(t *testing.T) {
 				{args: []string{"acquire", "w", "--wait", "999ms"}, code: 1, stdout: `refused 1 permit of "w": 0 remaining, retry after 1s` + "\n"},
 			})
 
-			var stdout, stderr syncBuffer
-			done := make(chan struct{})
-			var code int
-			go func() {
-				defer close(done)
-				code = run(context.Background(), b.with("acquire", "w", "--wait", "2s", "--json"), &stdout, &stderr, b.deps)
-			}()
-			if !b.fake.WaitForTimers(1, done) {
-				t.Fatalf("acquire --wait returned without waiting: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
-			}
-			b.fake.Advance(time.Second)
-			<-done
+			var stdout syncBuffer
+			g := start(t, b.deps, &stdout, b.with("acquire", "w", "--wait", "2s", "--json")...)
+			g.waitForTimers(t, b.fake, 1)
+			advance(t, b.fake, time.Second, 0)
+			g.wait(t, b.fake)
+			code, stderr := g.code, &g.stderr
 			var got acquireOut
 			decodeOne(t, stdout.String(), &got)
 			if code != 0 || stderr.String() != "" || !got.Allowed || got.WaitedMS != 1000 || got.Remaining != 0 || got.At != t0.Add(time.Second).Format(time.RFC3339Nano) {
@@ -368,13 +421,16 @@ func TestRealClock(t *testing.T) {
 		t.Errorf("acquire: %s; want refused", r)
 	}
 
-	// The demo on the real clock, kept short. Times are not asserted.
-	r = call(t, deps{}, "demo", "--callers", "3", "--interval", "1ms")
-	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	// The demo on the real clock, in memory and on Redis TIME, kept short.
+	// Times are not asserted.
 	grant := regexp.MustCompile(`^caller 0[1-3] granted at \+\d+\.\d{3}s \(waited \d+\.\d{3}s\)$`)
-	if r.code != 0 || len(lines) != 4 || !grant.MatchString(lines[0]) || !grant.MatchString(lines[2]) ||
-		!regexp.MustCompile(`^3 callers, 1 per 1ms: all granted in \d+\.\ds$`).MatchString(lines[3]) {
-		t.Errorf("demo: %s", r)
+	for _, extra := range [][]string{nil, {"--redis", srv.URL()}} {
+		r = call(t, deps{}, append([]string{"demo", "--callers", "3", "--interval", "1ms"}, extra...)...)
+		lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+		if r.code != 0 || len(lines) != 4 || !grant.MatchString(lines[0]) || !grant.MatchString(lines[2]) ||
+			!regexp.MustCompile(`^3 callers, 1 per 1ms: all granted in \d+\.\ds$`).MatchString(lines[3]) {
+			t.Errorf("demo %q: %s", extra, r)
+		}
 	}
 }
 
@@ -487,37 +543,33 @@ func TestDemo(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			out := newLineWriter()
-			var stderr syncBuffer
-			done := make(chan struct{})
-			var code int
-			go func() {
-				defer close(done)
-				code = run(context.Background(), b.with("demo", "--callers", "5", "--rate", "1", "--interval", "1s", "--name", "demo5"), out, &stderr, b.deps)
-			}()
+			g := start(t, b.deps, out, b.with("demo", "--callers", "5", "--rate", "1", "--interval", "1s", "--name", "demo5")...)
 			next := func() string {
 				t.Helper()
 				select {
 				case l := <-out.lines:
 					return l
-				case <-done:
+				case <-g.done:
 					select {
 					case l := <-out.lines:
 						return l
 					default:
-						t.Fatalf("demo ended early: exit %d, stderr %q", code, stderr.String())
+						t.Fatalf("demo ended early: exit %d, stderr %q", g.code, g.stderr.String())
 						return ""
 					}
 				}
 			}
-			// One caller is granted at once; the 4 others wait on the clock.
-			if !b.fake.WaitForTimers(4, done) {
-				t.Fatalf("demo ended before 4 callers waited: exit %d, stderr %q", code, stderr.String())
+			// One caller is granted at once; the 4 others wait on the clock,
+			// and no more.
+			g.waitForTimers(t, b.fake, 4)
+			if n := b.fake.Timers(); n != 4 {
+				t.Fatalf("%d callers wait, want 4", n)
 			}
 			grant := regexp.MustCompile(`^caller (0[1-5]) granted at \+(\d+\.\d{3})s \(waited (\d+\.\d{3})s\)$`)
 			seen := map[string]bool{}
 			for k := range 5 {
 				if k > 0 {
-					b.fake.Advance(time.Second)
+					advance(t, b.fake, time.Second, 4-k)
 				}
 				line := next()
 				m := grant.FindStringSubmatch(line)
@@ -530,9 +582,9 @@ func TestDemo(t *testing.T) {
 			if l := next(); l != "5 callers, 1 per 1s: all granted in 4.0s" {
 				t.Errorf("summary %q", l)
 			}
-			<-done
-			if code != 0 || stderr.String() != "" {
-				t.Errorf("exit %d, stderr %q", code, stderr.String())
+			g.wait(t, b.fake)
+			if g.code != 0 || g.stderr.String() != "" {
+				t.Errorf("exit %d, stderr %q", g.code, g.stderr.String())
 			}
 			select {
 			case l := <-out.lines:
@@ -544,25 +596,18 @@ func TestDemo(t *testing.T) {
 }
 
 // runDemoJSON runs the demo with --json, waits until waiting callers wait,
-// moves the clock by advance and decodes the output.
-func runDemoJSON(t *testing.T, b backend, waiting int, advance time.Duration, args ...string) demoOut {
+// moves the clock by by and decodes the output.
+func runDemoJSON(t *testing.T, b backend, waiting int, by time.Duration, args ...string) demoOut {
 	t.Helper()
-	var stdout, stderr syncBuffer
-	done := make(chan struct{})
-	var code int
-	go func() {
-		defer close(done)
-		code = run(context.Background(), b.with(append([]string{"demo", "--json"}, args...)...), &stdout, &stderr, b.deps)
-	}()
-	if !b.fake.WaitForTimers(waiting, done) {
-		t.Fatalf("demo ended before %d callers waited: exit %d, stderr %q", waiting, code, stderr.String())
-	}
+	var stdout syncBuffer
+	g := start(t, b.deps, &stdout, b.with(append([]string{"demo", "--json"}, args...)...)...)
+	g.waitForTimers(t, b.fake, waiting)
 	// All at once: the times reported do not depend on the order in which
 	// the callers wake.
-	b.fake.Advance(advance)
-	<-done
-	if code != 0 || stderr.String() != "" {
-		t.Fatalf("demo %q: exit %d, stderr %q", args, code, stderr.String())
+	advance(t, b.fake, by, 0)
+	g.wait(t, b.fake)
+	if g.code != 0 || g.stderr.String() != "" {
+		t.Fatalf("demo %q: exit %d, stderr %q", args, g.code, g.stderr.String())
 	}
 	var out demoOut
 	decodeOne(t, stdout.String(), &out)

@@ -175,12 +175,12 @@ local function add(start, permits)
 end
 
 -- Takes up to want permits from the newest pair starting at or before t
--- (Windows.Take).
-local function take_at_or_before(t, want)
+-- and ending after it, pairs being span long (Windows.Take).
+local function take_at_or_before(t, want, span)
   local got = 0
   from_tail(function(idx, a, p)
     if a > t then return false end
-    got = take(idx, p, want)
+    if a + span > t then got = take(idx, p, want) end
     return true
   end)
   return got
@@ -333,12 +333,19 @@ local function windows(counter)
   end
   prune()
   if op == 'cancel' then
-    local got = take_at_or_before(tonumber(ARGV[3]), n)
+    local got = take_at_or_before(tonumber(ARGV[3]), n, interval)
     finish()
     return reply(1, got, 0, 0)
   end
   if op == 'release' then
-    local got = take_at_or_before(now, n)
+    local got
+    if not counter then
+      got = take_at_or_before(now, n, interval)
+    elseif tailAt > now then
+      got = take_at_or_before(window_start(now) - 1, n, 2 * interval)
+    else
+      got = take_at_or_before(now, n, 2 * interval)
+    end
     finish()
     return reply(1, got, 0, 0)
   end
@@ -384,7 +391,7 @@ local function bucket(leaky)
     local q, r = math.floor(owed / scale), owed % scale
     owed = q * interval + ceildiv(r * interval, scale)
   end
-  if last ~= 0 and now - last > 0 then
+  if now - last > 0 then
     if now - last >= ceildiv(owed, rate) then owed = 0 else owed = owed - (now - last) * rate end
   end
   local function wait_for(o, limit)
@@ -401,15 +408,25 @@ local function bucket(leaky)
   local function finish()
     if owed == 0 then save({}, nil) else save({o = owed, s = interval}, now + ceildiv(owed, rate)) end
   end
-  local function give(k)
-    k = math.min(k, math.floor(owed / interval))
-    owed = owed - k * interval
-    return k
+  -- Deficit.GiveBack: hand back only what no later reservation built on.
+  local function give_back(at, hold)
+    local after = later(0, owed - (at - now) * rate - hold)
+    local give = math.min(later(0, n * interval - after), owed)
+    owed = owed - give
+    return math.floor(give / interval)
   end
+  local hold = burst * interval
+  if leaky then hold = n * interval end
 
   if op == 'available' then return reply(1, remaining(), 0, 0) end
-  if op == 'cancel' or (op == 'release' and not leaky) then
-    local got = give(n)
+  if op == 'cancel' then
+    local at, got = tonumber(ARGV[3]), 0
+    if at > now then got = give_back(at, hold) end
+    finish()
+    return reply(1, got, 0, 0)
+  end
+  if op == 'release' and not leaky then
+    local got = give_back(now, hold)
     finish()
     return reply(1, got, 0, 0)
   end

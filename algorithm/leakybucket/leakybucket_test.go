@@ -1,0 +1,202 @@
+package leakybucket
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/redlimit/redlimit/algorithm"
+)
+
+// lbBase is a clock reading (Unix ms, a multiple of 1000): the tests never
+// start at 0, the zero of the clock.
+const lbBase int64 = 1_700_000_000_000
+
+// The rules at fixed instants: a queue of 3 draining 1 permit per 10 ms.
+func TestAcquireTable(t *testing.T) {
+	lim := algorithm.Limit{Rate: 1, Interval: 10, Capacity: 3}
+	const b = lbBase
+	var s State
+	steps := []struct {
+		now, n, maxWait int64
+		want            algorithm.Decision
+	}{
+		{b + 0, 1, 0, algorithm.Decision{Granted: true, At: b, Remaining: 0, Now: b}},                        // 1 queued until 10
+		{b + 5, 1, 0, algorithm.Decision{Wait: 5, Remaining: 0, Now: b + 5}},                                 // not empty: no TryAcquire
+		{b + 5, 1, 5, algorithm.Decision{Granted: true, At: b + 10, Wait: 5, Remaining: 0, Now: b + 5}},      // behind the 0.5 left
+		{b + 5, 2, algorithm.Unlimited, algorithm.Decision{Wait: 15, Remaining: 0, Now: b + 5}},              // 1.5 + 2 > 3: full, whatever the wait
+		{b + 5, 1, algorithm.Unlimited, algorithm.Decision{Granted: true, At: b + 20, Wait: 15, Now: b + 5}}, // 1.5 + 1 fits
+		{b + 5, 1, algorithm.Unlimited, algorithm.Decision{Wait: 25, Remaining: 0, Now: b + 5}},              // 2.5 + 1 > 3
+		{b + 2, 1, algorithm.Unlimited, algorithm.Decision{Wait: 25, Remaining: 0, Now: b + 5}},              // clock behind: time stays at 5
+		{b + 30, 3, 0, algorithm.Decision{Granted: true, At: b + 30, Remaining: 0, Now: b + 30}},             // empty: the whole queue at once
+		{b + 30, 1, algorithm.Unlimited, algorithm.Decision{Wait: 30, Remaining: 0, Now: b + 30}},            // full
+		{b + 59, 1, 0, algorithm.Decision{Wait: 1, Remaining: 0, Now: b + 59}},
+		{b + 60, 1, 0, algorithm.Decision{Granted: true, At: b + 60, Remaining: 0, Now: b + 60}},
+	}
+	for i, st := range steps {
+		if got := s.Acquire(st.now, lim, st.n, st.maxWait); got != st.want {
+			t.Fatalf("step %d: Acquire(now=b+%d, n=%d, wait=%d) = %+v; want %+v", i, st.now-b, st.n, st.maxWait, got, st.want)
+		}
+	}
+}
+
+// With Rate 3 per 10 ms grants are 10/3 ms apart: instants rounded up, so
+// successive grants are 4, 3, 3 ms apart, 10 ms for 3.
+func TestFractionalSpacing(t *testing.T) {
+	lim := algorithm.Limit{Rate: 3, Interval: 10, Capacity: 10}
+	const b = lbBase
+	var s State
+	for i, want := range []int64{0, 4, 7, 10, 14, 17, 20} {
+		if d := s.Acquire(b, lim, 1, algorithm.Unlimited); !d.Granted || d.At != b+want {
+			t.Fatalf("grant %d: %+v; want at b+%d", i, d, want)
+		}
+	}
+}
+
+func TestCancelReleaseAvailableForgotten(t *testing.T) {
+	lim := algorithm.Limit{Rate: 1, Interval: 10, Capacity: 5}
+	const b = lbBase
+	var s State
+	if got := s.Available(b, lim); got != 5 || !s.Forgotten(b) {
+		t.Fatalf("fresh: Available = %d, Forgotten = %v", got, s.Forgotten(b))
+	}
+	s.Acquire(b, lim, 1, 0)
+	if got := s.Release(b, lim, 1); got != 0 {
+		t.Fatalf("Release = %d, want 0: a granted permit has left the queue", got)
+	}
+	d := s.Acquire(b+1, lim, 2, algorithm.Unlimited) // 0.9 queued ahead
+	if !d.Granted || d.At != b+10 {
+		t.Fatalf("reservation: %+v; want at b+10", d)
+	}
+	if got := s.Available(b+1, lim); got != 0 {
+		t.Fatalf("Available with a queue = %d, want 0", got)
+	}
+	if got := s.Cancel(b+2, lim, d.At, 2); got != 2 {
+		t.Fatalf("Cancel = %d, want the 2 queued", got)
+	}
+	if got := s.Release(b+2, lim, 5); got != 0 {
+		t.Fatalf("Release = %d, want 0", got)
+	}
+	if s.Forgotten(b+9) || !s.Forgotten(b+10) {
+		t.Fatalf("Forgotten(b+9, b+10) = %v, %v; want false, true", s.Forgotten(b+9), s.Forgotten(b+10))
+	}
+	if got := s.Available(b+10, lim); got != 5 {
+		t.Fatalf("Available when drained = %d, want 5", got)
+	}
+}
+
+// lbModel is the queue as virtual scheduling, independent of the deficit and
+// expiry the rules keep: the queued work finishes at fin/Rate ms (fin counts
+// ms x Rate, so it stays an integer). A request is granted when the work
+// ahead has finished, ceil(max(fin, now*Rate)/Rate); the queue holds
+// max(0, fin - now*Rate) permits x Interval.
+type lbModel struct{ fin int64 }
+
+func (m lbModel) owed(now int64, lim algorithm.Limit) int64 { return max(0, m.fin-now*lim.Rate) }
+
+// TestPropertyQueue: over random traces of Acquire (maxWait 0, bounded and
+// Unlimited), Release and Cancel of the newest reservation:
+//   - every decision is what the model above predicts, exactly;
+//   - a TryAcquire (maxWait 0) is granted only by an empty queue;
+//   - a request that would take the queue beyond Capacity is refused
+//     whatever its maxWait, Unlimited included;
+//   - grants are spaced: for any two grants j < m (in order), At_m - At_j >=
+//     floor(sum of n_k*Interval/Rate over j <= k < m), the permits granted in
+//     between being drained at Rate per Interval, each instant rounded up
+//     (grant instants are ceil(fin/Rate) of an increasing fin);
+//   - Release returns 0 and changes nothing; Cancel of the newest, still
+//     waiting reservation returns its permits and undoes it.
+func TestPropertyQueue(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	var immediate, reserved, full, cancelled int
+	for trace := 0; trace < 2000; trace++ {
+		lim := algorithm.Limit{Rate: 1 + rng.Int64N(10), Interval: 1 + rng.Int64N(50), Capacity: 1 + rng.Int64N(10)}
+		var s State
+		var m lbModel
+		type grant struct{ at, n int64 }
+		var grants []grant
+		now := lbBase + rng.Int64N(1000)
+		for step := 0; step < 100; step++ {
+			now += rng.Int64N(2*lim.Interval/lim.Rate + 2)
+			owed := m.owed(now, lim)
+			empty := owed == 0
+			if got := s.Available(now, lim); (got == lim.Capacity) != empty || (got != lim.Capacity && got != 0) {
+				t.Fatalf("trace %d: Available at %d = %d with a queue of %d", trace, now, got, owed)
+			}
+			switch op := rng.IntN(10); {
+			case op == 0:
+				if got := s.Release(now, lim, 1+rng.Int64N(5)); got != 0 {
+					t.Fatalf("trace %d: Release = %d", trace, got)
+				}
+				continue
+			case op == 1 && len(grants) > 0 && grants[len(grants)-1].at > now:
+				g := grants[len(grants)-1]
+				if got := s.Cancel(now, lim, g.at, g.n); got != g.n {
+					t.Fatalf("trace %d: Cancel of the newest reservation (%d at %d) at %d = %d", trace, g.n, g.at, now, got)
+				}
+				grants = grants[:len(grants)-1]
+				m.fin -= g.n * lim.Interval
+				cancelled++
+				continue
+			}
+			n := 1 + rng.Int64N(lim.Capacity)
+			wait := []int64{0, algorithm.Unlimited, rng.Int64N(2 * lim.Interval)}[rng.IntN(3)]
+			d := s.Acquire(now, lim, n, wait)
+
+			start := max(m.fin, now*lim.Rate)
+			want := algorithm.Decision{Wait: algorithm.CeilDiv(owed, lim.Rate), Now: now}
+			overflow := owed+n*lim.Interval > lim.Capacity*lim.Interval
+			if !overflow && (wait == algorithm.Unlimited || want.Wait <= wait) {
+				want.Granted, want.At = true, now+want.Wait
+				m.fin = start + n*lim.Interval
+			}
+			if m.owed(now, lim) == 0 {
+				want.Remaining = lim.Capacity
+			}
+			if d != want {
+				t.Fatalf("trace %d (%+v): Acquire(now=%d, n=%d, wait=%d) = %+v; the model (queue %d) says %+v", trace, lim, now, n, wait, d, owed, want)
+			}
+			if wait == 0 && d.Granted && !empty {
+				t.Fatalf("trace %d: TryAcquire granted with a queue of %d", trace, owed)
+			}
+			if overflow {
+				full++
+				if d.Granted {
+					t.Fatalf("trace %d: %d granted beyond capacity %d (queue %d, maxWait %d)", trace, n, lim.Capacity, owed, wait)
+				}
+			}
+			if !d.Granted {
+				continue
+			}
+			if d.Wait == 0 {
+				immediate++
+			} else {
+				reserved++
+			}
+			grants = append(grants, grant{d.At, n})
+			var sum int64
+			for j := len(grants) - 2; j >= 0; j-- {
+				sum += grants[j].n
+				if d.At-grants[j].at < sum*lim.Interval/lim.Rate {
+					t.Fatalf("trace %d (%+v): grant at %d only %d ms after the grant at %d; %d permits between take %d ms",
+						trace, lim, d.At, d.At-grants[j].at, grants[j].at, sum, sum*lim.Interval/lim.Rate)
+				}
+			}
+		}
+	}
+	if immediate == 0 || reserved == 0 || full == 0 || cancelled == 0 {
+		t.Fatalf("traces too tame: %d immediate grants, %d reservations, %d overflows, %d cancels", immediate, reserved, full, cancelled)
+	}
+}
+
+func BenchmarkAcquire(b *testing.B) {
+	lim := algorithm.Limit{Rate: 1 << 40, Interval: 60_000, Capacity: 1 << 40}
+	var s State
+	b.ReportAllocs()
+	now := lbBase
+	for i := 0; b.Loop(); i++ {
+		if i%64 == 0 {
+			now++
+		}
+		s.Acquire(now, lim, 1, 0)
+	}
+}

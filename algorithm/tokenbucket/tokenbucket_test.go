@@ -1,0 +1,286 @@
+package tokenbucket
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/redlimit/redlimit/algorithm"
+)
+
+// tbBase is a clock reading (Unix ms, a multiple of 1000): the tests never
+// start at 0, the zero of the clock.
+const tbBase int64 = 1_700_000_000_000
+
+// The rules at fixed instants: a bucket of 3 refilling 1 token per 10 ms.
+func TestAcquireTable(t *testing.T) {
+	lim := algorithm.Limit{Rate: 1, Interval: 10, Burst: 3}
+	const b = tbBase
+	var s State
+	steps := []struct {
+		now, n, maxWait int64
+		want            algorithm.Decision
+	}{
+		{b + 0, 2, 0, algorithm.Decision{Granted: true, At: b, Remaining: 1, Now: b}},
+		{b + 5, 2, 0, algorithm.Decision{Wait: 5, Remaining: 1, Now: b + 5}},                                     // 1.5 tokens: the 2nd at 10
+		{b + 5, 2, 5, algorithm.Decision{Granted: true, At: b + 10, Wait: 5, Remaining: 0, Now: b + 5}},          // reserved for 10
+		{b + 5, 3, algorithm.Unlimited, algorithm.Decision{Granted: true, At: b + 40, Wait: 35, Now: b + 5}},     // 3 more after those
+		{b + 40, 1, 0, algorithm.Decision{Wait: 10, Remaining: 0, Now: b + 40}},                                  // the bucket is empty at 40
+		{b + 3, 1, 0, algorithm.Decision{Wait: 10, Remaining: 0, Now: b + 40}},                                   // clock behind: time stays at 40
+		{b + 50, 1, 0, algorithm.Decision{Granted: true, At: b + 50, Remaining: 0, Now: b + 50}},                 // one token back
+		{b + 100, 3, 0, algorithm.Decision{Granted: true, At: b + 100, Remaining: 0, Now: b + 100}},              // full again: a burst of 3
+		{b + 115, 2, 0, algorithm.Decision{Wait: 5, Remaining: 1, Now: b + 115}},                                 // 1.5 tokens
+		{b + 115, 1, 0, algorithm.Decision{Granted: true, At: b + 115, Remaining: 0, Now: b + 115}},              // 0.5 left
+		{b + 116, 1, algorithm.Unlimited, algorithm.Decision{Granted: true, At: b + 120, Wait: 4, Now: b + 116}}, // 0.6 tokens: 0.4 more take 4 ms
+	}
+	for i, st := range steps {
+		if got := s.Acquire(st.now, lim, st.n, st.maxWait); got != st.want {
+			t.Fatalf("step %d: Acquire(now=b+%d, n=%d, wait=%d) = %+v; want %+v", i, st.now-b, st.n, st.maxWait, got, st.want)
+		}
+	}
+}
+
+func TestCancelReleaseAvailableForgotten(t *testing.T) {
+	lim := algorithm.Limit{Rate: 1, Interval: 10, Burst: 3}
+	const b = tbBase
+	var s State
+	if got := s.Available(b, lim); got != 3 || !s.Forgotten(b) {
+		t.Fatalf("fresh: Available = %d, Forgotten = %v", got, s.Forgotten(b))
+	}
+	s.Acquire(b, lim, 3, 0)
+	d := s.Acquire(b, lim, 2, algorithm.Unlimited)
+	if !d.Granted || d.At != b+20 {
+		t.Fatalf("reservation: %+v; want at b+20", d)
+	}
+	if got := s.Cancel(b+1, lim, d.At, 2); got != 2 {
+		t.Fatalf("Cancel = %d, want 2", got)
+	}
+	if got := s.Available(b+1, lim); got != 0 {
+		t.Fatalf("Available after Cancel = %d, want 0 (0.1 token)", got)
+	}
+	if got := s.Release(b+1, lim, 5); got != 2 {
+		t.Fatalf("Release = %d, want 2 (whole tokens missing from the bucket)", got)
+	}
+	// It filled the bucket: the 0.9 of a token missing went back too.
+	if got := s.Available(b+1, lim); got != 3 {
+		t.Fatalf("Available after Release = %d, want 3", got)
+	}
+	if got := s.Release(b+1, lim, 5); got != 0 {
+		t.Fatalf("Release beyond the bucket's size = %d, want 0", got)
+	}
+	if !s.Forgotten(b + 1) {
+		t.Fatalf("a full bucket is not forgotten")
+	}
+	if got := s.Available(b+10, lim); got != 3 {
+		t.Fatalf("Available when full again = %d, want 3", got)
+	}
+}
+
+// TestReservationRoundingSlack documents why the span bound below allows one
+// ms of refill for spans that begin with a reservation: grant instants are
+// whole ms, rounded up, so a token that came at 1.5 ms is granted at 2 and
+// the next at 3: 2 permits in the 1 ms span [2, 3], where a continuous
+// bucket allows Burst + Rate*1/Interval = 1 + 2/3.
+func TestReservationRoundingSlack(t *testing.T) {
+	lim := algorithm.Limit{Rate: 2, Interval: 3, Burst: 1}
+	const b = tbBase
+	var s State
+	var at []int64
+	for range 3 {
+		d := s.Acquire(b, lim, 1, algorithm.Unlimited)
+		at = append(at, d.At)
+	}
+	if want := []int64{b, b + 2, b + 3}; fmt.Sprint(at) != fmt.Sprint(want) {
+		t.Fatalf("grants at %v; want %v", at, want)
+	}
+	granted, t1, t2 := int64(2), at[1], at[2]
+	if exact := granted*lim.Interval <= lim.Burst*lim.Interval+lim.Rate*(t2-t1); exact {
+		t.Fatalf("the exact bound holds here; the slack is not needed")
+	}
+	if granted*lim.Interval > lim.Burst*lim.Interval+lim.Rate*(t2-t1+1) {
+		t.Fatalf("even the bound with 1 ms of slack fails")
+	}
+}
+
+// TestPropertySpanBound: over random traces, the permits granted (by grant
+// instant) in any span [t1, t2] are at most Burst + Rate*(t2-t1)/Interval, in
+// exact integers: granted*Interval <= Burst*Interval + Rate*(t2-t1). That is
+// exact for spans whose first grant was immediate, and for every span when
+// Rate divides Interval; a span that begins with a reservation gets one ms
+// of refill more (Rate*(t2-t1+1)), the rounding of its instant up to a whole
+// ms (TestReservationRoundingSlack). Also: grants are FIFO, a refusal's
+// retry-after is exact, and Remaining is exact.
+func TestPropertySpanBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	var immediate, reserved, refused int
+	for trace := 0; trace < 2000; trace++ {
+		lim := algorithm.Limit{Rate: 1 + rng.Int64N(10), Interval: 1 + rng.Int64N(50), Burst: 1 + rng.Int64N(10)}
+		if trace%3 == 0 {
+			lim.Interval = lim.Rate * (1 + rng.Int64N(10)) // Rate divides Interval: no rounding
+		}
+		type grant struct {
+			at, n   int64
+			reserve bool
+		}
+		var grants []grant
+		var s State
+		now := tbBase + rng.Int64N(1000)
+		for step := 0; step < 100; step++ {
+			now += rng.Int64N(2*lim.Interval/lim.Rate + 2)
+			n := 1 + rng.Int64N(lim.Burst)
+			wait := []int64{0, algorithm.Unlimited, rng.Int64N(2 * lim.Interval)}[rng.IntN(3)]
+			before := s
+			d := s.Acquire(now, lim, n, wait)
+			if d.Now != now || d.Remaining != s.Available(now, lim) {
+				t.Fatalf("trace %d: %+v at %d; Available after = %d", trace, d, now, s.Available(now, lim))
+			}
+			if d.Remaining > 0 {
+				if p := s; !p.Acquire(now, lim, d.Remaining, 0).Granted {
+					t.Fatalf("trace %d: Remaining %d at %d not granted", trace, d.Remaining, now)
+				}
+			}
+			if d.Remaining < lim.Burst {
+				if p := s; p.Acquire(now, lim, d.Remaining+1, 0).Granted {
+					t.Fatalf("trace %d: Remaining %d at %d, but %d granted", trace, d.Remaining, now, d.Remaining+1)
+				}
+			}
+			if !d.Granted {
+				if wait == algorithm.Unlimited || d.Wait <= wait {
+					t.Fatalf("trace %d: refused %+v with maxWait %d", trace, d, wait)
+				}
+				refused++
+				if p := before; !p.Acquire(now+d.Wait, lim, n, 0).Granted {
+					t.Fatalf("trace %d: refused with retry-after %d, refused again then", trace, d.Wait)
+				}
+				if p := before; p.Acquire(now+d.Wait-1, lim, n, 0).Granted {
+					t.Fatalf("trace %d: granted 1 ms before the retry-after %d", trace, d.Wait)
+				}
+				continue
+			}
+			if d.At < now || d.Wait != d.At-now || (wait != algorithm.Unlimited && d.Wait > wait) {
+				t.Fatalf("trace %d: grant %+v at %d with maxWait %d", trace, d, now, wait)
+			}
+			if k := len(grants); k > 0 && d.At < grants[k-1].at {
+				t.Fatalf("trace %d: grant at %d after a grant at %d: not FIFO", trace, d.At, grants[k-1].at)
+			}
+			grants = append(grants, grant{d.At, n, d.Wait > 0})
+			if d.Wait > 0 {
+				reserved++
+			} else {
+				immediate++
+			}
+		}
+		// Grants are sorted by instant: every span [t1, t2] that matters runs
+		// from the first grant at t1 to the last at t2.
+		for i := range grants {
+			if i > 0 && grants[i-1].at == grants[i].at {
+				continue
+			}
+			var sum int64
+			for j := i; j < len(grants); j++ {
+				sum += grants[j].n
+				if j+1 < len(grants) && grants[j+1].at == grants[j].at {
+					continue
+				}
+				t1, t2 := grants[i].at, grants[j].at
+				span := t2 - t1
+				if grants[i].reserve && lim.Interval%lim.Rate != 0 {
+					span++
+				}
+				if sum*lim.Interval > lim.Burst*lim.Interval+lim.Rate*span {
+					t.Fatalf("trace %d (%+v): %d permits granted in [%d, %d] (first a reservation: %v)",
+						trace, lim, sum, t1, t2, grants[i].reserve)
+				}
+			}
+		}
+	}
+	if immediate == 0 || reserved == 0 || refused == 0 {
+		t.Fatalf("traces too tame: %d immediate grants, %d reservations, %d refusals", immediate, reserved, refused)
+	}
+}
+
+// TestAgreesWithXTimeRate holds the rules to golang.org/x/time/rate, an
+// independent implementation, over random traces: Rate R per 1000 ms and
+// Burst B against rate.NewLimiter(R, B) (both start full), at instants that
+// are multiples of 125 ms from a fixed base so that its float arithmetic is
+// exact. AllowN is our maxWait 0; ReserveN is our Unlimited, its delay
+// rounded up to whole ms against our Wait. n > B: x/time/rate refuses, and
+// ours is not asked (its State assumes n <= Burst).
+func TestAgreesWithXTimeRate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	base := time.UnixMilli(tbBase)
+	steps := 0
+	for trace := 0; trace < 300; trace++ {
+		R, B := 1+rng.Int64N(20), 1+rng.Int64N(10)
+		lim := algorithm.Limit{Rate: R, Interval: 1000, Burst: B}
+		ref := rate.NewLimiter(rate.Limit(R), int(B))
+		var s State
+		var log []string
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("trace %d (rate %d/s, burst %d): %s\ntrace:\n%s", trace, R, B, fmt.Sprintf(format, args...), strings.Join(log, "\n"))
+		}
+		off := int64(0) // ms since base
+		for step := 0; step < 40; step++ {
+			steps++
+			off += 125 * []int64{0, 0, 1, 2, 4, 8, 16}[rng.IntN(7)]
+			now, at := tbBase+off, base.Add(time.Duration(off)*time.Millisecond)
+			n := 1 + rng.Int64N(B+2)
+			reserve := rng.IntN(2) == 0
+			if n > B {
+				log = append(log, fmt.Sprintf("  +%dms n=%d reserve=%v: over the burst", off, n, reserve))
+				if r := ref.ReserveN(at, int(n)); r.OK() {
+					fail("x/time/rate reserved %d > burst", n)
+				}
+				if ref.AllowN(at, int(n)) {
+					fail("x/time/rate allowed %d > burst", n)
+				}
+				continue
+			}
+			if !reserve {
+				want := ref.AllowN(at, int(n))
+				d := s.Acquire(now, lim, n, 0)
+				log = append(log, fmt.Sprintf("  +%dms AllowN(%d): x/time/rate %v, ours %+v", off, n, want, d))
+				if d.Granted != want || (d.Granted && d.At != now) {
+					fail("AllowN mismatch")
+				}
+			} else {
+				r := ref.ReserveN(at, int(n))
+				if !r.OK() {
+					fail("x/time/rate refused a reservation of %d <= burst", n)
+				}
+				delay := r.DelayFrom(at)
+				wantMS := int64((delay + time.Millisecond - 1) / time.Millisecond)
+				d := s.Acquire(now, lim, n, algorithm.Unlimited)
+				log = append(log, fmt.Sprintf("  +%dms ReserveN(%d): x/time/rate delay %v (%d ms), ours %+v", off, n, delay, wantMS, d))
+				if !d.Granted || d.Wait != wantMS {
+					fail("ReserveN mismatch")
+				}
+			}
+			// The tokens left agree too (whole tokens, none while in debt).
+			want := max(0, int64(ref.TokensAt(at)))
+			if got := s.Available(now, lim); got != want {
+				log = append(log, fmt.Sprintf("  +%dms tokens: x/time/rate %v, ours %d", off, ref.TokensAt(at), got))
+				fail("tokens mismatch")
+			}
+		}
+	}
+	t.Logf("%d steps agreed", steps)
+}
+
+func BenchmarkAcquire(b *testing.B) {
+	lim := algorithm.Limit{Rate: 1 << 40, Interval: 60_000, Burst: 1 << 40}
+	var s State
+	b.ReportAllocs()
+	now := tbBase
+	for i := 0; b.Loop(); i++ {
+		if i%64 == 0 {
+			now++
+		}
+		s.Acquire(now, lim, 1, 0)
+	}
+}

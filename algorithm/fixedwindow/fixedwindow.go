@@ -7,6 +7,10 @@
 // A request that does not fit its window waits for the next window's start.
 // Waiters are served first come, first served: no one is granted before a
 // reservation already made.
+//
+// SetRate keeps the current window's count: a new rate applies to it at once;
+// a new interval lays a new grid, and the permits counted so far count in the
+// new window that holds their old window's start.
 package fixedwindow
 
 import "github.com/redlimit/redlimit/algorithm"

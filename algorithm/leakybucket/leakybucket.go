@@ -7,6 +7,9 @@
 //
 // Release has no meaning here (a granted permit has already left the queue)
 // and hands back nothing; Cancel takes a waiting reservation out of the queue.
+//
+// SetRate keeps the queued work, which then drains at the new rate; a
+// smaller capacity refuses newcomers until the queue is below it.
 package leakybucket
 
 import "github.com/redlimit/redlimit/algorithm"

@@ -11,6 +11,9 @@
 // when  prev*(Interval-e)/Interval + cur + n <= Rate, in exact integer
 // arithmetic. A request that does not fit waits for the first instant it
 // does; waiters are first come, first served.
+//
+// SetRate keeps the window counts, as the fixed window does: a new rate
+// applies at once, a new interval re-lays the grid under them.
 package slidingcounter
 
 import "github.com/redlimit/redlimit/algorithm"

@@ -12,6 +12,10 @@
 // fits. That keeps the log sorted, makes waiters first-come first-served, and
 // lets a refusal say exactly when the request could be granted.
 //
+// SetRate keeps the log: the grants made still count, judged by the new rate
+// and interval (a longer interval keeps them longer, a lower rate refuses
+// until enough have aged out).
+//
 // Times are integer milliseconds of the store's clock. The functions here never
 // read a clock: "now" is an argument.
 package slidinglog

@@ -8,6 +8,9 @@
 // ReserveN; tests hold the two to the same decisions). Waiters are first come,
 // first served, as each reservation deepens the debt the next one waits on.
 // Release and Cancel put tokens back, up to the bucket's size.
+//
+// SetRate keeps the tokens missing from the bucket: a bigger burst gives more
+// room at once, a new rate refills what is missing at the new speed.
 package tokenbucket
 
 import "github.com/redlimit/redlimit/algorithm"

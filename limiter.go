@@ -19,6 +19,10 @@ type Limiter struct {
 	client string
 	clock  clock.Clock
 
+	policy   FailurePolicy
+	fallback Store
+	share    float64
+
 	mu    sync.Mutex
 	known Config // last config seen; sent along so a store that lost it heals
 }
@@ -38,6 +42,9 @@ type Result struct {
 	At time.Time
 	// Waited is how long the call waited for its turn.
 	Waited time.Duration
+	// Degraded is set when the store could not be reached and the failure
+	// policy (or the fallback store) answered instead.
+	Degraded bool
 }
 
 // Option configures a Limiter.
@@ -223,9 +230,15 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 	}
 	d, err := l.store.Acquire(ctx, l.key(), known, n, maxWait)
 	if err != nil {
-		return Result{}, err
+		return l.degraded(ctx, n, maxWait, err)
 	}
 	l.remember(d.Config)
+	return l.wait(ctx, d, n)
+}
+
+// wait turns a decision into a Result, sleeping until a reservation is due
+// and handing it back if ctx ends first.
+func (l *Limiter) wait(ctx context.Context, d Decision, n int64) (Result, error) {
 	if !d.Granted {
 		return Result{Remaining: d.Remaining, RetryAfter: d.Wait}, nil
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/redisstore"
 	"github.com/redlimit/redlimit/storetest"
 )
@@ -246,5 +247,47 @@ func TestManyClientsRedisTime(t *testing.T) {
 	}
 	if len(all) == 0 {
 		t.Fatal("nothing granted")
+	}
+}
+
+// TestFailurePolicies: with Redis down, each policy answers as documented,
+// within the deadline.
+func TestFailurePolicies(t *testing.T) {
+	srv := redistest.Start(t)
+	// No retries: each call to the stopped server fails at once.
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	defer rdb.Close()
+	s := newStore(t, rdb)
+	cfg := redlimit.PerInterval(4, time.Hour)
+	closed, _ := redlimit.New(s, "fp", redlimit.WithConfig(cfg))
+	open, _ := redlimit.New(s, "fp", redlimit.WithConfig(cfg), redlimit.WithFailurePolicy(redlimit.FailOpen))
+	local, _ := redlimit.New(s, "fp", redlimit.WithConfig(cfg), redlimit.WithFallback(memstore.New(), 0.5))
+	if r, err := closed.TryAcquire(context.Background(), 1); err != nil || !r.Allowed || r.Degraded {
+		t.Fatalf("Redis up: %+v, %v", r, err)
+	}
+	srv.Stop()
+	call := func(l *redlimit.Limiter) (redlimit.Result, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		return l.TryAcquire(ctx, 1)
+	}
+	if r, err := call(closed); !errors.Is(err, redlimit.ErrUnavailable) || r.Allowed || !r.Degraded {
+		t.Fatalf("fail closed: %+v, %v; want a refusal and ErrUnavailable", r, err)
+	}
+	if r, err := call(open); err != nil || !r.Allowed || !r.Degraded {
+		t.Fatalf("fail open: %+v, %v; want a degraded grant", r, err)
+	}
+	var granted int
+	for i := 0; i < 4; i++ {
+		r, err := call(local)
+		if err != nil || !r.Degraded {
+			t.Fatalf("fallback: %+v, %v", r, err)
+		}
+		if r.Allowed {
+			granted++
+		}
+	}
+	if granted != 2 {
+		t.Fatalf("fallback at half of 4 granted %d, want 2", granted)
 	}
 }

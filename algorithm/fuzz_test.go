@@ -1,0 +1,77 @@
+package algorithm_test
+
+import (
+	"testing"
+
+	"github.com/redlimit/redlimit/algorithm"
+	"github.com/redlimit/redlimit/algorithm/fixedwindow"
+	"github.com/redlimit/redlimit/algorithm/leakybucket"
+	"github.com/redlimit/redlimit/algorithm/slidingcounter"
+	"github.com/redlimit/redlimit/algorithm/slidinglog"
+	"github.com/redlimit/redlimit/algorithm/tokenbucket"
+)
+
+// FuzzRules drives every algorithm's rules with the operations the fuzzer
+// picks: no panic, and every answer is well formed.
+func FuzzRules(f *testing.F) {
+	f.Add(uint8(0), uint8(3), uint16(100), []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Add(uint8(3), uint8(1), uint16(1), []byte{255, 0, 128, 7, 7, 7})
+	f.Fuzz(func(t *testing.T, which, rate uint8, interval uint16, ops []byte) {
+		states := []func() algorithm.State{
+			func() algorithm.State { return new(slidinglog.State) },
+			func() algorithm.State { return new(fixedwindow.State) },
+			func() algorithm.State { return new(slidingcounter.State) },
+			func() algorithm.State { return new(tokenbucket.State) },
+			func() algorithm.State { return new(leakybucket.State) },
+		}
+		k := int(which) % len(states)
+		s := states[k]()
+		lim := algorithm.Limit{Rate: int64(rate%50) + 1, Interval: int64(interval%5000) + 1}
+		most := lim.Rate
+		switch k {
+		case 3:
+			lim.Burst = lim.Rate + int64(rate%7)
+			most = lim.Burst
+		case 4:
+			lim.Capacity = lim.Rate + int64(rate%5)
+			most = lim.Capacity
+		}
+		now := int64(1_700_000_000_000)
+		var reserved []algorithm.Decision
+		for i := 0; i+1 < len(ops); i += 2 {
+			op, arg := ops[i], int64(ops[i+1])
+			n := arg%most + 1
+			switch op % 6 {
+			case 0, 1:
+				wait := []int64{0, algorithm.Unlimited, arg * 3}[op%3]
+				d := s.Acquire(now, lim, n, wait)
+				if d.Now < now || d.Remaining < 0 || d.Remaining > most || d.Wait < 0 {
+					t.Fatalf("Acquire: malformed %+v at %d", d, now)
+				}
+				if d.Granted && (d.At != d.Now+d.Wait || (wait != algorithm.Unlimited && d.Wait > wait)) {
+					t.Fatalf("Acquire(wait %d): grant %+v", wait, d)
+				}
+				if d.Granted && d.Wait > 0 {
+					reserved = append(reserved, d)
+				}
+			case 2:
+				if len(reserved) > 0 {
+					d := reserved[int(arg)%len(reserved)]
+					if got := s.Cancel(now, lim, d.At, n); got < 0 || got > n {
+						t.Fatalf("Cancel = %d of %d", got, n)
+					}
+				}
+			case 3:
+				if got := s.Release(now, lim, n); got < 0 || got > n {
+					t.Fatalf("Release = %d of %d", got, n)
+				}
+			case 4:
+				if got := s.Available(now, lim); got < 0 || got > most {
+					t.Fatalf("Available = %d, most %d", got, most)
+				}
+			default:
+				now += arg * arg
+			}
+		}
+	})
+}

@@ -1,0 +1,70 @@
+package redisstore
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/redlimit/redlimit"
+)
+
+// hashTag is the part of key Redis Cluster hashes: the text between the
+// first '{' and the first '}' after it, when not empty.
+func hashTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
+// FuzzKeys: every key of a limiter has the same hash tag, whatever its name
+// and client ID, and two names never share a tag.
+func FuzzKeys(f *testing.F) {
+	f.Add("api", "{api}", "c1")
+	f.Add("{", "}", "{x}")
+	f.Add("%7B", "{", "")
+	f.Fuzz(func(t *testing.T, a, b, client string) {
+		if redlimit.ValidateName(a) != nil || redlimit.ValidateName(b) != nil {
+			return // refused before any key is made
+		}
+		ka := limiterKeys(DefaultPrefix, a)
+		tag := hashTag(ka.config)
+		for _, k := range append(ka.scriptKeys(client), ka.state, ka.log) {
+			if hashTag(k) != tag {
+				t.Fatalf("name %q client %q: key %q has tag %q, config has %q", a, client, k, hashTag(k), tag)
+			}
+		}
+		if a != b && hashTag(limiterKeys(DefaultPrefix, b).config) == tag {
+			t.Fatalf("names %q and %q share the tag %q", a, b, tag)
+		}
+	})
+}
+
+// FuzzDecodeConfig: whatever a hash holds, decoding gives a valid config or
+// ErrCorrupt; never a panic.
+func FuzzDecodeConfig(f *testing.F) {
+	f.Add("sliding-log", "overall", "10", "1000", "5", "0", "0")
+	f.Add("token-bucket", "per-client", "1", "1", "1", "", "x")
+	f.Fuzz(func(t *testing.T, a, m, r, i, e, b, c string) {
+		var v []any
+		for _, s := range []string{a, m, r, i, e, b, c} {
+			if s == "" {
+				v = append(v, nil)
+			} else {
+				v = append(v, s)
+			}
+		}
+		cfg, err := decodeConfig(v)
+		if err != nil {
+			if !errors.Is(err, redlimit.ErrCorrupt) {
+				t.Fatalf("decodeConfig(%q) = %v: not ErrCorrupt", v, err)
+			}
+			return
+		}
+		if _, err := cfg.Normalize(); err != nil {
+			t.Fatalf("decodeConfig(%q) accepted %+v: %v", v, cfg, err)
+		}
+	})
+}

@@ -1,0 +1,103 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Sentinel is a primary, its replicas and the sentinels watching them.
+type Sentinel struct {
+	Master    string // the name sentinels know the primary by
+	Primary   *Server
+	Replicas  []*Server
+	Sentinels []*Server
+}
+
+// StartSentinel starts a primary with replicas replicas and sentinels
+// sentinels (quorum: a majority), all on free loopback ports, stopped at
+// cleanup.
+func StartSentinel(t testing.TB, replicas, sentinels int) *Sentinel {
+	t.Helper()
+	bin := Binary(t)
+	s := &Sentinel{Master: "redlimit-test"}
+	s.Primary = Start(t)
+	for i := 0; i < replicas; i++ {
+		host, port := splitAddr(t, s.Primary.Addr)
+		s.Replicas = append(s.Replicas, Start(t, "--replicaof", host, port))
+	}
+	quorum := sentinels/2 + 1
+	for i := 0; i < sentinels; i++ {
+		dir := t.TempDir()
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf := filepath.Join(dir, "sentinel.conf")
+		host, pport := splitAddr(t, s.Primary.Addr)
+		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s %s %s %d\n"+
+			"sentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\nsentinel parallel-syncs %s 1\n",
+			port, dir, s.Master, host, pport, quorum, s.Master, s.Master, s.Master)
+		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		srv := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: dir, args: []string{conf, "--sentinel", "--logfile", filepath.Join(dir, "redis-sentinel.log")}}
+		if err := srv.start(bin); err != nil {
+			t.Fatalf("starting sentinel: %v", err)
+		}
+		t.Cleanup(srv.Stop)
+		s.Sentinels = append(s.Sentinels, srv)
+	}
+	// Wait until every sentinel knows the primary and its replicas.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, sn := range s.Sentinels {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: sn.Addr})
+		for {
+			reps, err := sc.Replicas(context.Background(), s.Master).Result()
+			if err == nil && len(reps) >= replicas {
+				break
+			}
+			if time.Now().After(deadline) {
+				sc.Close()
+				t.Fatalf("sentinel %s does not see the replicas: %v", sn.Addr, err)
+			}
+			time.Sleep(50 * time.Millisecond) // polling another process's state
+		}
+		sc.Close()
+	}
+	return s
+}
+
+// Client returns a failover client that finds the primary through the
+// sentinels, closed at cleanup.
+func (s *Sentinel) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	var addrs []string
+	for _, sn := range s.Sentinels {
+		addrs = append(addrs, sn.Addr)
+	}
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.Master, SentinelAddrs: addrs})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("failover client ping: %v", err)
+	}
+	return c
+}
+
+func splitAddr(t testing.TB, addr string) (string, string) {
+	t.Helper()
+	for i := len(addr) - 1; i >= 0; i-- {
+		if addr[i] == ':' {
+			return addr[:i], addr[i+1:]
+		}
+	}
+	t.Fatalf("bad address %q", addr)
+	return "", ""
+}

@@ -26,6 +26,9 @@ var (
 	// ErrCorrupt: the store holds data under the limiter's keys that redlimit
 	// cannot read (written by something else, or of the wrong type).
 	ErrCorrupt = errors.New("redlimit: stored data unreadable")
+	// ErrDenied: the store refused the credentials or the permission (a wrong
+	// password, an ACL without a command or key redlimit needs).
+	ErrDenied = errors.New("redlimit: store denied access")
 )
 
 // ArgumentError describes a bad argument. errors.Is(err, ErrInvalidArgument)

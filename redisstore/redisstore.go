@@ -308,13 +308,19 @@ func (s *Store) ClearExpire(ctx context.Context, name string) (bool, error) {
 	return ok, nil
 }
 
-// wrap gives a Redis error its redlimit meaning, keeping the cause: data of
-// the wrong type (or a failing script) is ErrCorrupt; everything else, from a
-// refused connection or a deadline to LOADING or BUSY, is ErrUnavailable.
+// wrap gives a Redis error its redlimit meaning, keeping the cause: a refused
+// password or permission is ErrDenied; data of the wrong type (or a failing
+// script) is ErrCorrupt; everything else, from a refused connection or a
+// deadline to LOADING or BUSY, is ErrUnavailable.
 func wrap(err error) error {
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		msg := rerr.Error()
+		for _, code := range []string{"NOPERM", "WRONGPASS", "NOAUTH", "unauthenticated"} {
+			if strings.Contains(msg, code) {
+				return fmt.Errorf("%w: %w", redlimit.ErrDenied, err)
+			}
+		}
 		if strings.HasPrefix(msg, "WRONGTYPE") || (strings.HasPrefix(msg, "ERR") && strings.Contains(msg, "script")) {
 			return fmt.Errorf("%w: %w", redlimit.ErrCorrupt, err)
 		}

@@ -84,7 +84,7 @@ func (s *Server) start(bin string) error {
 			_ = c.SetReadDeadline(time.Now().Add(time.Second))
 			line, _ := bufio.NewReader(c).ReadString('\n')
 			c.Close()
-			if strings.HasPrefix(line, "+PONG") {
+			if strings.HasPrefix(line, "+PONG") || strings.HasPrefix(line, "-NOAUTH") {
 				s.exited = exited
 				return nil
 			}

@@ -47,6 +47,9 @@ type Store struct {
 	rdb    redis.UniversalClient
 	prefix string
 	clock  clock.Clock // nil: Redis TIME
+	// bounded: the client itself stops waiting at the context's deadline
+	// (go-redis's ContextTimeoutEnabled); otherwise the store does.
+	bounded bool
 }
 
 var _ redlimit.Store = (*Store)(nil)
@@ -80,12 +83,48 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, &redlimit.ArgumentError{Arg: "redis client", Reason: "must not be nil", Kind: redlimit.ErrInvalidArgument}
 	}
 	s := &Store{rdb: rdb, prefix: DefaultPrefix}
+	switch c := rdb.(type) {
+	case *redis.Client:
+		s.bounded = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		s.bounded = c.Options().ContextTimeoutEnabled
+	}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// within runs f, returning at ctx's end at the latest: a go-redis client
+// without ContextTimeoutEnabled waits for a stalled server as long as its
+// ReadTimeout, whatever the context says. A call abandoned that way may
+// still be carried out by Redis (a grant the caller never learns of: a
+// permit lost, never one granted twice).
+func (s *Store) within(ctx context.Context, f func(context.Context) error) error {
+	if s.bounded || ctx.Done() == nil {
+		return f(ctx)
+	}
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// eval runs a script within ctx.
+func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args ...any) (any, error) {
+	var out any
+	err := s.within(ctx, func(ctx context.Context) error {
+		var err error
+		out, err = sc.Run(ctx, s.rdb, keys, args...).Result()
+		return err
+	})
+	return out, err
 }
 
 // Client returns the Redis client the store uses.
@@ -129,7 +168,7 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	ca := configArgs(c)
 	args := append([]any{h}, ca[:4]...)
 	args = append(args, redlimit.NewEpoch(), c.Burst, c.Capacity)
-	raw, err := setConfigScript.Run(ctx, s.rdb, []string{k.config, k.state, k.log}, args...).Result()
+	raw, err := s.eval(ctx, setConfigScript, []string{k.config, k.state, k.log}, args...)
 	if err != nil {
 		return redlimit.Config{}, false, wrap(err)
 	}
@@ -149,7 +188,7 @@ func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error
 	if err := redlimit.ValidateName(name); err != nil {
 		return redlimit.Config{}, err
 	}
-	raw, err := configScript.Run(ctx, s.rdb, []string{limiterKeys(s.prefix, name).config}).Result()
+	raw, err := s.eval(ctx, configScript, []string{limiterKeys(s.prefix, name).config})
 	if err != nil {
 		return redlimit.Config{}, wrap(err)
 	}
@@ -183,7 +222,7 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 		}
 	}
 	args := append([]any{op, n, arg3, s.nowArg()}, configArgs(known)...)
-	raw, err := limiterScript.Run(ctx, s.rdb, limiterKeys(s.prefix, key.Name).scriptKeys(key.Client), args...).Result()
+	raw, err := s.eval(ctx, limiterScript, limiterKeys(s.prefix, key.Name).scriptKeys(key.Client), args...)
 	if err != nil {
 		return reply{}, wrap(err)
 	}
@@ -270,10 +309,13 @@ func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
 	}
 	k := limiterKeys(s.prefix, name)
 	var existed *redis.IntCmd
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		existed = p.Exists(ctx, k.config)
-		p.Del(ctx, k.config, k.state, k.log)
-		return nil
+	err := s.within(ctx, func(ctx context.Context) error {
+		_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			existed = p.Exists(ctx, k.config)
+			p.Del(ctx, k.config, k.state, k.log)
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return false, wrap(err)
@@ -289,7 +331,11 @@ func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (boo
 	if err := redlimit.ValidateTTL(ttl); err != nil {
 		return false, err
 	}
-	ok, err := s.rdb.PExpire(ctx, limiterKeys(s.prefix, name).config, ttl).Result()
+	var ok bool
+	err := s.within(ctx, func(ctx context.Context) (err error) {
+		ok, err = s.rdb.PExpire(ctx, limiterKeys(s.prefix, name).config, ttl).Result()
+		return err
+	})
 	if err != nil {
 		return false, wrap(err)
 	}
@@ -301,7 +347,11 @@ func (s *Store) ClearExpire(ctx context.Context, name string) (bool, error) {
 	if err := redlimit.ValidateName(name); err != nil {
 		return false, err
 	}
-	ok, err := s.rdb.Persist(ctx, limiterKeys(s.prefix, name).config).Result()
+	var ok bool
+	err := s.within(ctx, func(ctx context.Context) (err error) {
+		ok, err = s.rdb.Persist(ctx, limiterKeys(s.prefix, name).config).Result()
+		return err
+	})
 	if err != nil {
 		return false, wrap(err)
 	}

@@ -17,7 +17,9 @@ import (
 //	redis+cluster://host:port?addr=host2:port2&addr=...    cluster nodes to start from
 //
 // The options are go-redis's (ParseURL, ParseFailoverURL, ParseClusterURL);
-// rediss+sentinel and rediss+cluster use TLS. The caller closes the client.
+// rediss+sentinel and rediss+cluster use TLS. The client honours context
+// deadlines and never retries a command (a retried script might grant twice).
+// The caller closes the client.
 func OpenURL(url string) (redis.UniversalClient, error) {
 	scheme, rest, ok := strings.Cut(url, "://")
 	if !ok {
@@ -34,6 +36,7 @@ func OpenURL(url string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, badURL(url, err.Error())
 		}
+		o.ContextTimeoutEnabled, o.MaxRetries = true, -1
 		return redis.NewClient(o), nil
 	case "sentinel":
 		o, err := redis.ParseFailoverURL(plain)
@@ -43,12 +46,14 @@ func OpenURL(url string) (redis.UniversalClient, error) {
 		if o.MasterName == "" {
 			return nil, badURL(url, "a sentinel URL needs ?master_name=NAME")
 		}
+		o.ContextTimeoutEnabled, o.MaxRetries = true, -1
 		return redis.NewFailoverClient(o), nil
 	case "cluster":
 		o, err := redis.ParseClusterURL(plain)
 		if err != nil {
 			return nil, badURL(url, err.Error())
 		}
+		o.ContextTimeoutEnabled, o.MaxRetries = true, -1
 		return redis.NewClusterClient(o), nil
 	}
 	return nil, badURL(url, "unknown topology "+topology)

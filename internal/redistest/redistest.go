@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,6 +116,7 @@ func (s *Server) Stop() {
 		return
 	}
 	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Process.Signal(syscall.SIGCONT)
 	if s.exited != nil {
 		<-s.exited
 		s.exited = nil
@@ -143,3 +145,22 @@ func freePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// Kill stops the server with SIGKILL, as a crash would.
+func (s *Server) Kill() { s.Stop() }
+
+// Restart starts a stopped server again with the same arguments and port
+// (with no persistence, empty).
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if err := s.start(Binary(t)); err != nil {
+		t.Fatalf("restarting redis-server: %v", err)
+	}
+}
+
+// Pause stops the server's process (SIGSTOP): it holds its connections
+// and answers nothing until Resume.
+func (s *Server) Pause() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }

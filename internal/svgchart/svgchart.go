@@ -46,6 +46,8 @@ type Chart struct {
 	// ReferenceLabel is not empty; the label goes in the legend.
 	Reference      float64
 	ReferenceLabel string
+	// IntegerY puts the y ticks on whole numbers, for counts.
+	IntegerY bool
 	// Width of the whole chart and height of one panel's plot, in pixels.
 	Width, PanelHeight int
 }
@@ -112,12 +114,8 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 	if ph <= 0 {
 		ph = defaultPanelHeight
 	}
-	n := c.buckets()
+	n := c.buckets() // more buckets than pixels make bars thinner than a pixel: still an honest area
 	plotW := float64(width - marginLeft - marginRight)
-	if plotW < float64(n) {
-		plotW = float64(n) // at least a pixel per bar
-		width = int(plotW) + marginLeft + marginRight
-	}
 	panelH := panelTitleHeight + ph + panelAxisHeight
 	height := headerHeight + len(c.Panels)*panelH + footerHeight
 
@@ -137,6 +135,9 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 	}
 	// Headroom above the tallest bar, so that it does not touch the title.
 	yStep := niceStep(top, 4)
+	if c.IntegerY {
+		yStep = max(yStep, 1)
+	}
 	yMax := math.Ceil(top*1.1/yStep) * yStep
 	if yMax <= 0 {
 		yMax = yStep
@@ -150,7 +151,7 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s" font-size="12">`+"\n", width, height, width, height, fontFamily)
 	p("<title>%s</title>\n", esc(c.Title))
 	p(`<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
-	p(`<text x="%d" y="28" font-size="18" font-weight="bold">%s</text>`+"\n", marginLeft, esc(c.Title))
+	p(`<text x="%d" y="28" font-size="%s" font-weight="bold">%s</text>`+"\n", marginLeft, num(fitFont(c.Title, 18, plotW)), esc(c.Title))
 
 	// Legend: a swatch per series, then the reference line.
 	lx, ly := float64(marginLeft), 52.0
@@ -173,7 +174,7 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 		y0 := float64(headerHeight + k*panelH + panelTitleHeight) // top of the plot
 		yOf := func(v float64) float64 { return y0 + float64(ph) - v/yMax*float64(ph) }
 		p(`<g class="panel">` + "\n")
-		p(`<text x="%d" y="%s" font-size="13" font-weight="bold">%s</text>`+"\n", marginLeft, num(y0-7), esc(panel.Title))
+		p(`<text x="%d" y="%s" font-size="%s" font-weight="bold">%s</text>`+"\n", marginLeft, num(y0-7), num(fitFont(panel.Title, 13, plotW)), esc(panel.Title))
 		// Grid and y ticks.
 		for j := 0.0; j*yStep <= yMax+yStep/2; j++ {
 			v := j * yStep
@@ -252,6 +253,16 @@ func num(v float64) string {
 
 // textWidth estimates the width of s at 12px, for laying out the legend.
 func textWidth(s string) float64 { return 6.8 * float64(len([]rune(s))) }
+
+// fitFont returns size, or less (down to 9) if bold text s would not fit
+// in width pixels at size: an estimate, as SVG cannot measure text.
+func fitFont(s string, size, width float64) float64 {
+	est := 0.62 * size * float64(len([]rune(s))) // bold sans-serif, about
+	if est <= width {
+		return size
+	}
+	return max(9, math.Floor(size*width/est*10)/10)
+}
 
 // esc escapes s for XML text and attribute values.
 func esc(s string) string {

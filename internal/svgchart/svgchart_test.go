@@ -147,6 +147,17 @@ func TestNiceStep(t *testing.T) {
 			t.Errorf("niceStep(%v, %d) = %v, want %v", tc.span, tc.parts, got, tc.want)
 		}
 	}
+	// Counts tick on whole numbers.
+	c := chart(1)
+	c.Panels[0].Values = [][]float64{{2, 0, 0, 0}, {0, 0, 0, 0}}
+	c.Reference, c.IntegerY = 0.5, true
+	var buf bytes.Buffer
+	if err := c.WriteSVG(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if s := buf.String(); strings.Contains(s, ">0.5</text>") || !strings.Contains(s, ">3</text>") {
+		t.Errorf("IntegerY: ticks of %s", s)
+	}
 	if got := tick(0.30000000000000004, 0.1); got != "0.3" {
 		t.Errorf("tick = %q", got)
 	}

@@ -1,0 +1,202 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
+)
+
+// A fault done to a running Redis under load, and its undoing.
+type fault struct {
+	name string
+	// kept: Redis keeps its data through the fault, so the limit must hold
+	// exactly; otherwise the loss is measured and bounded by one window.
+	kept   bool
+	inject func(t *testing.T, srv *redistest.Server, admin *redis.Client)
+	heal   func(t *testing.T, srv *redistest.Server, admin *redis.Client)
+}
+
+var faults = []fault{
+	{"kill -9, restart without persistence", false,
+		func(t *testing.T, s *redistest.Server, _ *redis.Client) { s.Kill() },
+		func(t *testing.T, s *redistest.Server, _ *redis.Client) { s.Restart(t) }},
+	{"stall (SIGSTOP, SIGCONT)", true,
+		func(t *testing.T, s *redistest.Server, _ *redis.Client) { s.Pause() },
+		func(t *testing.T, s *redistest.Server, _ *redis.Client) { s.Resume() }},
+	{"busy script, then SCRIPT KILL", true,
+		func(t *testing.T, s *redistest.Server, admin *redis.Client) {
+			admin.ConfigSet(context.Background(), "busy-reply-threshold", "50")
+			hog := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ReadTimeout: -1})
+			go func() { defer hog.Close(); hog.Eval(context.Background(), "while true do end", nil) }()
+		},
+		func(t *testing.T, s *redistest.Server, admin *redis.Client) {
+			killer := redis.NewClient(&redis.Options{Addr: s.Addr})
+			defer killer.Close()
+			killer.ScriptKill(context.Background())
+		}},
+	{"FLUSHALL", false,
+		func(t *testing.T, _ *redistest.Server, admin *redis.Client) { admin.FlushAll(context.Background()) },
+		func(t *testing.T, _ *redistest.Server, _ *redis.Client) {}},
+	{"SCRIPT FLUSH", true,
+		func(t *testing.T, _ *redistest.Server, admin *redis.Client) { admin.ScriptFlush(context.Background()) },
+		func(t *testing.T, _ *redistest.Server, _ *redis.Client) {}},
+	{"maxmemory reached, noeviction", true,
+		func(t *testing.T, _ *redistest.Server, admin *redis.Client) {
+			ctx := context.Background()
+			admin.ConfigSet(ctx, "maxmemory-policy", "noeviction")
+			admin.ConfigSet(ctx, "maxmemory", "1")
+		},
+		func(t *testing.T, _ *redistest.Server, admin *redis.Client) {
+			admin.ConfigSet(context.Background(), "maxmemory", "0")
+		}},
+	{"maxmemory reached, allkeys-lru evicting", false,
+		func(t *testing.T, _ *redistest.Server, admin *redis.Client) {
+			ctx := context.Background()
+			admin.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru")
+			admin.ConfigSet(ctx, "maxmemory", "1")
+		},
+		func(t *testing.T, _ *redistest.Server, admin *redis.Client) {
+			admin.ConfigSet(context.Background(), "maxmemory", "0")
+		}},
+}
+
+// call is one TryAcquire of the load.
+type call struct {
+	start, end time.Time
+	allowed    bool
+	at         time.Time
+	err        error
+}
+
+// TestFaults runs each fault against a Redis under load from several
+// clients and reports calls, errors, time to recover and over-admission.
+func TestFaults(t *testing.T) {
+	const (
+		clients  = 3
+		workers  = 6
+		rate     = 20
+		interval = 100 * time.Millisecond
+		deadline = 300 * time.Millisecond
+	)
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			admin := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+			defer admin.Close()
+			cfg := redlimit.PerInterval(rate, interval)
+			var (
+				mu    sync.Mutex
+				calls []call
+				wg    sync.WaitGroup
+			)
+			stop := make(chan struct{})
+			for c := 0; c < clients; c++ {
+				// No retries: a command that may have run is never sent twice.
+				rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+				defer rdb.Close()
+				s, _ := redisstore.New(rdb)
+				l, _ := redlimit.New(s, "faults", redlimit.WithConfig(cfg))
+				for w := 0; w < workers; w++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for {
+							select {
+							case <-stop:
+								return
+							default:
+							}
+							ctx, cancel := context.WithTimeout(context.Background(), deadline)
+							c := call{start: time.Now()}
+							r, err := l.TryAcquire(ctx, 1)
+							cancel()
+							c.end, c.allowed, c.at, c.err = time.Now(), r.Allowed, r.At, err
+							mu.Lock()
+							calls = append(calls, c)
+							mu.Unlock()
+						}
+					}()
+				}
+			}
+			// The load runs 0.4 s healthy, 0.8 s under the fault, 1 s after.
+			time.Sleep(400 * time.Millisecond) // load phase, not synchronisation
+			f.inject(t, srv, admin)
+			time.Sleep(800 * time.Millisecond)
+			healed := time.Now()
+			f.heal(t, srv, admin)
+			time.Sleep(time.Second)
+			close(stop)
+			wg.Wait()
+			report(t, f, calls, healed, cfg, deadline)
+		})
+	}
+}
+
+func report(t *testing.T, f fault, calls []call, healed time.Time, cfg redlimit.Config, deadline time.Duration) {
+	t.Helper()
+	var errs, untyped, grants int
+	var slowest time.Duration
+	recovered := time.Duration(-1)
+	var at []time.Time
+	for _, c := range calls {
+		if d := c.end.Sub(c.start); d > slowest {
+			slowest = d
+		}
+		switch {
+		case c.err != nil:
+			errs++
+			if !errors.Is(c.err, redlimit.ErrUnavailable) && !errors.Is(c.err, redlimit.ErrCorrupt) && !errors.Is(c.err, redlimit.ErrDenied) {
+				untyped++
+				if untyped == 1 {
+					t.Errorf("untyped error: %v", c.err)
+				}
+			}
+		default:
+			if c.allowed {
+				grants++
+				at = append(at, c.at)
+			}
+			if !c.start.Before(healed) && (recovered < 0 || c.end.Sub(healed) < recovered) {
+				recovered = c.end.Sub(healed)
+			}
+		}
+	}
+	over := overAdmission(at, cfg)
+	t.Logf("FIGURES | %s | calls %d | errors %d | grants %d | recovered in %v | slowest call %v (deadline %v) | over-admission %d",
+		f.name, len(calls), errs, grants, recovered.Round(time.Millisecond), slowest.Round(time.Millisecond), deadline, over)
+	if recovered < 0 {
+		t.Errorf("no call succeeded after the fault was healed")
+	}
+	if f.kept && over > 0 {
+		t.Errorf("Redis kept its data, yet %d permits beyond the limit were granted", over)
+	}
+	if !f.kept && over > cfg.Rate {
+		t.Errorf("over-admission %d exceeds one window's worth (%d)", over, cfg.Rate)
+	}
+}
+
+// overAdmission is the most permits beyond the rate in any window of the
+// interval, judged by the grants' Redis times.
+func overAdmission(at []time.Time, cfg redlimit.Config) int64 {
+	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
+	var worst int64
+	j := 0
+	for i := range at {
+		for at[j].Add(cfg.Interval).Compare(at[i]) <= 0 {
+			j++
+		}
+		if n := int64(i - j + 1); n-cfg.Rate > worst {
+			worst = n - cfg.Rate
+		}
+	}
+	return worst
+}

@@ -156,7 +156,10 @@ func ResetState() SetOption { return func(m *SetMode) { *m = SetResetState } }
 
 // SetRate stores cfg for every client of the limiter at once. By default the
 // permits already granted still count under the new config (a change never
-// hands out a fresh window); pass ResetState() to start from nothing.
+// hands out a fresh window; each algorithm's package says how its state
+// carries over); pass ResetState() to start from nothing. A change of
+// algorithm always starts afresh: one algorithm's state means nothing to
+// another.
 func (l *Limiter) SetRate(ctx context.Context, cfg Config, opts ...SetOption) error {
 	c, err := cfg.Normalize()
 	if err != nil {

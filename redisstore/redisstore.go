@@ -102,29 +102,33 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 // ReadTimeout, whatever the context says. A call abandoned that way may
 // still be carried out by Redis (a grant the caller never learns of: a
 // permit lost, never one granted twice).
-func (s *Store) within(ctx context.Context, f func(context.Context) error) error {
+func within[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	if s.bounded || ctx.Done() == nil {
 		return f(ctx)
 	}
-	done := make(chan error, 1)
-	go func() { done <- f(ctx) }()
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f(ctx)
+		done <- result{v, err}
+	}()
 	select {
-	case err := <-done:
-		return err
+	case r := <-done:
+		return r.v, r.err
 	case <-ctx.Done():
-		return ctx.Err()
+		var zero T
+		return zero, ctx.Err()
 	}
 }
 
 // eval runs a script within ctx.
 func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args ...any) (any, error) {
-	var out any
-	err := s.within(ctx, func(ctx context.Context) error {
-		var err error
-		out, err = sc.Run(ctx, s.rdb, keys, args...).Result()
-		return err
+	return within(s, ctx, func(ctx context.Context) (any, error) {
+		return sc.Run(ctx, s.rdb, keys, args...).Result()
 	})
-	return out, err
 }
 
 // Client returns the Redis client the store uses.
@@ -140,14 +144,12 @@ func (s *Store) nowArg() string {
 	return strconv.FormatInt(s.clock.Now().UnixMilli(), 10)
 }
 
-func modeString(m redlimit.Mode) string { return m.String() }
-
 // configArgs are the ARGV that describe cfg; empty when it is unknown.
 func configArgs(cfg redlimit.Config) []any {
 	if cfg.Rate == 0 {
 		return []any{"", "", "", "", "", "", ""}
 	}
-	return []any{string(cfg.Algorithm), modeString(cfg.Mode), cfg.Rate, cfg.Interval.Milliseconds(), cfg.Epoch, cfg.Burst, cfg.Capacity}
+	return []any{string(cfg.Algorithm), cfg.Mode.String(), cfg.Rate, cfg.Interval.Milliseconds(), cfg.Epoch, cfg.Burst, cfg.Capacity}
 }
 
 // SetConfig implements redlimit.Store.
@@ -308,19 +310,19 @@ func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
 		return false, err
 	}
 	k := limiterKeys(s.prefix, name)
-	var existed *redis.IntCmd
-	err := s.within(ctx, func(ctx context.Context) error {
+	existed, err := within(s, ctx, func(ctx context.Context) (bool, error) {
+		var exists *redis.IntCmd
 		_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			existed = p.Exists(ctx, k.config)
+			exists = p.Exists(ctx, k.config)
 			p.Del(ctx, k.config, k.state, k.log)
 			return nil
 		})
-		return err
+		return err == nil && exists.Val() == 1, err
 	})
 	if err != nil {
 		return false, wrap(err)
 	}
-	return existed.Val() == 1, nil
+	return existed, nil
 }
 
 // Expire implements redlimit.Store.
@@ -331,10 +333,8 @@ func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (boo
 	if err := redlimit.ValidateTTL(ttl); err != nil {
 		return false, err
 	}
-	var ok bool
-	err := s.within(ctx, func(ctx context.Context) (err error) {
-		ok, err = s.rdb.PExpire(ctx, limiterKeys(s.prefix, name).config, ttl).Result()
-		return err
+	ok, err := within(s, ctx, func(ctx context.Context) (bool, error) {
+		return s.rdb.PExpire(ctx, limiterKeys(s.prefix, name).config, ttl).Result()
 	})
 	if err != nil {
 		return false, wrap(err)
@@ -347,10 +347,8 @@ func (s *Store) ClearExpire(ctx context.Context, name string) (bool, error) {
 	if err := redlimit.ValidateName(name); err != nil {
 		return false, err
 	}
-	var ok bool
-	err := s.within(ctx, func(ctx context.Context) (err error) {
-		ok, err = s.rdb.Persist(ctx, limiterKeys(s.prefix, name).config).Result()
-		return err
+	ok, err := within(s, ctx, func(ctx context.Context) (bool, error) {
+		return s.rdb.Persist(ctx, limiterKeys(s.prefix, name).config).Result()
 	})
 	if err != nil {
 		return false, wrap(err)

@@ -1,23 +1,32 @@
 // Command redlimit drives redlimit rate limiters from the shell.
 //
-// A limiter is a name in a store holding a config (Rate permits per Interval,
-// shared by every client in the "overall" mode, or per client in the
-// "per-client" mode) and the record of the permits granted (a sliding log,
-// the default algorithm, which is the one the command sets). The store is
-// Redis (--redis URL, or $REDIS_URL), so that every process using it shares
-// the limit, or, without a URL, an in-memory store that lives only as long as
-// the command.
+// A limiter is a name in a store holding a config (Rate permits per Interval
+// under one of the algorithms, shared by every client in the "overall" mode,
+// or per client in the "per-client" mode) and the algorithm's record of the
+// permits granted. The store is Redis (--redis URL, or $REDIS_URL), so that
+// every process using it shares the limit, or, without a URL, an in-memory
+// store that lives only as long as the command.
 //
 // Usage:
 //
 //	redlimit demo      [--callers 20] [--rate 1] [--interval 1s] [--permits 1] [--name demo]
-//	redlimit set-rate  NAME --rate N --interval D [--mode overall|per-client] [--reset] [--try]
-//	redlimit acquire   NAME [--permits N] [--wait D] [--client ID] [--rate N --interval D [--mode M]]
+//	redlimit set-rate  NAME --rate N (--interval D | --per UNIT) [--algorithm A] [--burst N] [--capacity N]
+//	                   [--mode overall|per-client] [--reset] [--try]
+//	redlimit acquire   NAME [--permits N] [--wait D] [--client ID] [--rate N --interval D [--algorithm A] ...]
 //	redlimit get       NAME [--client ID]
 //	redlimit delete    NAME
+//	redlimit simulate  [--traffic steady|bursty|ramp|on-off] [--rate 10] [--interval 1s] [--duration 10s]
+//	                   [--bucket 100ms] [--seed 1] [--svg FILE]
 //
-// Every command also takes --redis URL, --prefix P (the Redis key prefix) and
-// --json (print one JSON object on stdout), before or after NAME.
+// Every command but simulate also takes --redis URL, --prefix P (the Redis
+// key prefix); every command takes --json (print one JSON object on stdout),
+// before or after NAME.
+//
+// --algorithm is one of redlimit.Algorithms (default sliding-log); --burst is
+// the token bucket's size and --capacity the leaky bucket's queue (both
+// default to the rate, and are errors with another algorithm). A fixed
+// window's length is the interval, its windows aligned to the clock; --per
+// second|minute|hour|day is a shorthand for --interval.
 //
 // demo starts N callers at once, each waiting in Acquire on one overall
 // limiter (reset first), and prints each grant as it happens: with the
@@ -32,6 +41,10 @@
 // created on first use, which is what makes it useful with the memory store.
 // get prints the config and the permits available, delete removes the
 // limiter.
+//
+// simulate runs one made-up stream of requests through every algorithm on
+// virtual time (the simulate package) and prints what each admitted; --svg
+// draws it.
 //
 // Exit status: 0 success (acquire: granted), 1 acquire refused, 2 bad usage
 // or error (the message is on stderr).
@@ -105,6 +118,7 @@ type command struct {
 	synopsis string // its arguments, after "redlimit COMMAND"
 	help     string // what it does, for its -h
 	wantName bool   // takes the NAME positional
+	noStore  bool   // uses no store: no --redis, --prefix
 	run      func(ctx context.Context, c *cli, cmd *command, args []string) int
 }
 
@@ -116,41 +130,78 @@ overall limiter of rate per interval, reset first so that every run starts
 afresh. Prints each grant as it happens (its time since the start and how
 long the caller waited), then how long serving everyone took: with the
 defaults about 19s, callers served in the order they asked.`},
-	{name: "set-rate", synopsis: "NAME --rate N --interval D [--mode overall|per-client] [--reset] [--try]", wantName: true, run: cmdSetRate, help: `
+	{name: "set-rate", synopsis: "NAME --rate N (--interval D | --per UNIT) [--algorithm A] [--burst N] [--capacity N] [--mode M] [--reset] [--try]", wantName: true, run: cmdSetRate, help: `
 Stores the limiter's config for every client and prints it. By default
-(SetRate) the permits already granted still count under the new config;
---reset starts from nothing. --try (TrySetRate) writes only where no config
-is stored: it reports whether it did, and a different stored config is an
-error.`},
-	{name: "acquire", synopsis: "NAME [--permits N] [--wait D] [--client ID] [--rate N --interval D [--mode M]]", wantName: true, run: cmdAcquire, help: `
+(SetRate) the permits already granted still count under the new config
+(unless the algorithm changes: another algorithm's state means nothing, so
+it starts afresh); --reset starts from nothing. --try (TrySetRate) writes
+only where no config is stored: it reports whether it did, and a different
+stored config is an error.` + algorithmsHelp},
+	{name: "acquire", synopsis: "NAME [--permits N] [--wait D] [--client ID] [--rate N --interval D [--algorithm A] [--burst N] [--capacity N] [--mode M]]", wantName: true, run: cmdAcquire, help: `
 Asks for permits: at once (TryAcquire) or, with --wait D, waiting at most D
 for them (TryAcquireWait). Exit status 0 granted, 1 refused, 2 error.
---rate/--interval/--mode pass the config along with the call (WithConfig):
-if no config is stored the limiter is created with it on first use (a stored
+The config flags (--rate with --interval or --per, and --algorithm, --burst,
+--capacity, --mode) pass the config along with the call (WithConfig): if no
+config is stored the limiter is created with it on first use (a stored
 config wins). The memory store lives only as long as the command, so there
 they are needed. --client names this client's own limit in per-client mode
-(default: a new client every run).`},
+(default: a new client every run).` + algorithmsHelp},
 	{name: "get", synopsis: "NAME [--client ID]", wantName: true, run: cmdGet, help: `
 Prints the stored config and the permits a request could be granted now
 (for --client ID in per-client mode).`},
 	{name: "delete", synopsis: "NAME", wantName: true, run: cmdDelete, help: `
 Removes the limiter, its config and its state; prints whether it existed.`},
+	{name: "simulate", synopsis: "[--traffic steady|bursty|ramp|on-off] [--rate 10] [--interval 1s] [--duration 10s] [--bucket 100ms] [--seed 1] [--svg FILE]", noStore: true, run: cmdSimulate, help: `
+Sends one made-up stream of requests, each a TryAcquire of one permit,
+through every algorithm configured with the same rate and interval (token
+bucket burst and leaky bucket capacity: the rate, unless --burst or
+--capacity), each on a memory store of its own, on virtual time: it takes
+no time and the same flags give the same result. Prints per algorithm the
+requests admitted and refused, the most admitted in any sliding window of
+the interval (and that over the rate), in any tenth of it, and the longest
+gap between admissions; --svg FILE also draws the requests admitted and
+refused over time, one panel per algorithm.
+
+Traffic, scaled to the rate: steady (evenly at 2 x the rate), bursty (quiet
+spells, then bursts at 3 x the rate at random times: --seed), ramp (from 0
+to 4 x the rate), on-off (intervals at 4 x the rate and of silence, each
+straddling a window boundary; --offset moves the traffic against the
+clock's window grid).`},
 }
 
-const usageHead = `redlimit: distributed rate limiters (sliding log, in the style of Redisson's RRateLimiter)
+// algorithmsHelp lists the algorithms for the help of the commands that set
+// a config.
+const algorithmsHelp = `
+
+Algorithms (--algorithm, default sliding-log):
+  sliding-log      at most rate permits in any window of the interval (exact)
+  fixed-window     at most rate per window of the interval aligned to the clock
+                   (1s, 1m, 1h, 24h: whole seconds, minutes, hours, UTC days);
+                   up to 2 x rate in an interval across a window boundary
+  sliding-counter  the previous window weighed by its overlap: O(1), approximate
+  token-bucket     bursts of up to --burst (default: the rate), rate per
+                   interval in the long run
+  leaky-bucket     grants spaced interval/rate apart; --capacity (default: the
+                   rate) permits may wait in its queue`
+
+const usageHead = `redlimit: distributed rate limiters (in the style of Redisson's RRateLimiter)
 
 Usage:
 `
 
 const usageTail = `
-Every command also takes, before or after NAME:
+Every command but simulate also takes, before or after NAME:
   --redis URL   the Redis to use, e.g. redis://localhost:6379/0 (default $REDIS_URL);
                 empty: an in-memory store that lives only as long as the command
   --prefix P    the Redis key prefix (default "redlimit:")
+Every command takes:
   --json        print one JSON object on stdout instead of text (errors stay
                 text on stderr)
 
-Durations are Go durations: 500ms, 1s, 1m, 1h30m.
+Algorithms (--algorithm): sliding-log (the default), fixed-window,
+sliding-counter, token-bucket (--burst), leaky-bucket (--capacity).
+Durations are Go durations: 500ms, 1s, 1m, 1h30m; --per second|minute|hour|day
+may replace --interval.
 Exit status: 0 success (acquire: granted), 1 acquire refused, 2 bad usage or error.
 Run 'redlimit COMMAND -h' for a command's flags.
 `
@@ -165,9 +216,12 @@ func usage(w io.Writer) {
   demo       callers each wait in Acquire on one limiter; prints the grants as they happen
   set-rate   store the limiter's config (SetRate, or TrySetRate with --try)
   acquire    take permits now, or waiting at most --wait; exit status 0 granted, 1 refused
-             (--rate/--interval/--mode create the limiter on first use: needed in memory)
+             (--rate, --interval and the other config flags create the limiter on
+             first use: needed in memory)
   get        print the config and the permits available
   delete     remove the limiter
+  simulate   run one stream of requests through every algorithm on virtual time;
+             prints what each admitted, --svg draws it
 `)
 	fmt.Fprint(w, usageTail)
 }
@@ -210,9 +264,11 @@ func (c *cli) flagSet(cmd *command, sf *storeFlags) *flag.FlagSet {
 		fmt.Fprintf(c.stderr, "usage: redlimit %s %s\n%s\n\nFlags:\n", cmd.name, cmd.synopsis, cmd.help)
 		fs.PrintDefaults()
 	}
-	// $REDIS_URL is read in parse, not shown as a default: it may hold a password.
-	fs.StringVar(&sf.redisURL, "redis", "", "Redis `URL` (default $REDIS_URL); empty: an in-memory store that lives as long as the command")
-	fs.StringVar(&sf.prefix, "prefix", redisstore.DefaultPrefix, "Redis key `prefix`")
+	if !cmd.noStore {
+		// $REDIS_URL is read in parse, not shown as a default: it may hold a password.
+		fs.StringVar(&sf.redisURL, "redis", "", "Redis `URL` (default $REDIS_URL); empty: an in-memory store that lives as long as the command")
+		fs.StringVar(&sf.prefix, "prefix", redisstore.DefaultPrefix, "Redis key `prefix`")
+	}
 	fs.BoolVar(&sf.json, "json", false, "print one JSON object on stdout")
 	return fs
 }
@@ -334,24 +390,85 @@ func newRedisClient(url string) (redis.UniversalClient, error) {
 
 // configFlags are the flags that describe a config.
 type configFlags struct {
-	rate     int64
-	interval time.Duration
-	mode     string
+	fs              *flag.FlagSet
+	rate            int64
+	interval        time.Duration
+	per             string
+	mode            string
+	algorithm       string
+	burst, capacity int64
 }
+
+// configFlagNames are the flags register adds.
+var configFlagNames = []string{"rate", "interval", "per", "mode", "algorithm", "burst", "capacity"}
 
 func (cf *configFlags) register(fs *flag.FlagSet, rateHelp string) {
+	cf.fs = fs
 	fs.Int64Var(&cf.rate, "rate", 0, rateHelp)
-	fs.DurationVar(&cf.interval, "interval", 0, "the `interval` of the rate, a whole number of milliseconds (1s, 1m, ...)")
 	fs.StringVar(&cf.mode, "mode", "overall", "`mode`: overall (one limit shared by all clients) or per-client")
+	fs.StringVar(&cf.algorithm, "algorithm", string(redlimit.SlidingLog), fmt.Sprintf("the `algorithm`: one of %v", redlimit.Algorithms))
+	fs.DurationVar(&cf.interval, "interval", 0, "the `interval` of the rate, a whole number of milliseconds (1s, 1m, ...); fixed windows are this long, aligned to the clock")
+	fs.StringVar(&cf.per, "per", "", "the interval as a `unit`: second, minute, hour or day (instead of --interval)")
+	fs.Int64Var(&cf.burst, "burst", 0, "token-bucket only: the bucket's size, the most permits granted at once (default: the rate)")
+	fs.Int64Var(&cf.capacity, "capacity", 0, "leaky-bucket only: the most permits waiting in the queue (default: the rate)")
 }
 
-// config returns the config the flags describe, checked.
+// perUnits are the units of --per.
+var perUnits = map[string]time.Duration{"second": time.Second, "minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour}
+
+// resolveInterval applies --per, which may not come with --interval. It
+// reports whether an interval was given either way.
+func (cf *configFlags) resolveInterval() (bool, error) {
+	set := given(cf.fs)
+	if !set["per"] {
+		return set["interval"], nil
+	}
+	if set["interval"] {
+		return true, errors.New("--per and --interval cannot be combined (--per sets the interval)")
+	}
+	d, ok := perUnits[strings.ToLower(cf.per)]
+	if !ok {
+		return true, fmt.Errorf("invalid --per %q: must be second, minute, hour or day", cf.per)
+	}
+	cf.interval = d
+	return true, nil
+}
+
+// config returns the config the flags describe, checked: the library's
+// typed errors say when --burst or --capacity do not fit the algorithm.
 func (cf *configFlags) config() (redlimit.Config, error) {
+	if _, err := cf.resolveInterval(); err != nil {
+		return redlimit.Config{}, err
+	}
+	alg, err := redlimit.ParseAlgorithm(cf.algorithm)
+	if err != nil {
+		return redlimit.Config{}, err
+	}
 	mode, err := redlimit.ParseMode(cf.mode)
 	if err != nil {
 		return redlimit.Config{}, err
 	}
-	return redlimit.PerInterval(cf.rate, cf.interval).WithMode(mode).Normalize()
+	if err := cf.checkSizes(); err != nil {
+		return redlimit.Config{}, err
+	}
+	c := redlimit.PerInterval(cf.rate, cf.interval).WithMode(mode).WithAlgorithm(alg)
+	c.Burst, c.Capacity = cf.burst, cf.capacity
+	return c.Normalize()
+}
+
+// checkSizes rejects an explicit --burst 0 or --capacity 0, which the
+// library would read as "the default" without a word.
+func (cf *configFlags) checkSizes() error {
+	set := given(cf.fs)
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"burst", cf.burst}, {"capacity", cf.capacity}} {
+		if set[f.name] && f.v == 0 {
+			return fmt.Errorf("invalid --%s 0: must be at least 1 (leave it out for the default, the rate)", f.name)
+		}
+	}
+	return nil
 }
 
 // given lists the names of the flags set on the command line.
@@ -361,13 +478,16 @@ func given(fs *flag.FlagSet) map[string]bool {
 	return set
 }
 
-// configJSON is a config in JSON output.
+// configJSON is a config in JSON output. Burst and capacity appear with
+// the algorithms they belong to.
 type configJSON struct {
 	Algorithm  string `json:"algorithm"`
 	Mode       string `json:"mode"`
 	Rate       int64  `json:"rate"`
 	Interval   string `json:"interval"`
 	IntervalMS int64  `json:"interval_ms"`
+	Burst      int64  `json:"burst,omitempty"`
+	Capacity   int64  `json:"capacity,omitempty"`
 }
 
 func toJSON(cfg redlimit.Config) configJSON {
@@ -375,7 +495,8 @@ func toJSON(cfg redlimit.Config) configJSON {
 	if alg == "" {
 		alg = redlimit.SlidingLog
 	}
-	return configJSON{Algorithm: string(alg), Mode: cfg.Mode.String(), Rate: cfg.Rate, Interval: cfg.Interval.String(), IntervalMS: cfg.Interval.Milliseconds()}
+	return configJSON{Algorithm: string(alg), Mode: cfg.Mode.String(), Rate: cfg.Rate, Interval: cfg.Interval.String(), IntervalMS: cfg.Interval.Milliseconds(),
+		Burst: cfg.Burst, Capacity: cfg.Capacity}
 }
 
 // printJSON writes v as one line of JSON on stdout.
@@ -406,8 +527,13 @@ func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
 		return exitError
 	}
 	set := given(fs)
-	if !set["rate"] || !set["interval"] {
-		c.usageError(cmd, "--rate and --interval are required")
+	hasInterval, err := cf.resolveInterval()
+	if err != nil {
+		c.usageError(cmd, err.Error())
+		return exitError
+	}
+	if !set["rate"] || !hasInterval {
+		c.usageError(cmd, "--rate and --interval are required (or --per instead of --interval)")
 		return exitError
 	}
 	if *reset && *try {
@@ -428,6 +554,14 @@ func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
 		return c.fail(cmd, err)
 	}
 
+	// The config before, to tell a reset apart: a new algorithm starts
+	// afresh even without --reset.
+	before, err := l.Config(ctx)
+	existed := err == nil
+	if err != nil && !errors.Is(err, redlimit.ErrNotInitialized) {
+		return c.fail(cmd, err)
+	}
+
 	written := true
 	if *try {
 		written, err = l.TrySetRate(ctx, cfg)
@@ -445,6 +579,8 @@ func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if err != nil {
 		return c.fail(cmd, err)
 	}
+	// Another epoch: the permits granted before no longer count.
+	afresh := written && existed && stored.Epoch != before.Epoch
 
 	if sf.json {
 		return c.printJSON(cmd, struct {
@@ -452,13 +588,17 @@ func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
 			Set    bool       `json:"set"`
 			Reset  bool       `json:"reset"`
 			Config configJSON `json:"config"`
-		}{name, written, *reset, toJSON(stored)})
+		}{name, written, *reset || afresh, toJSON(stored)})
 	}
 	switch {
 	case !written:
 		fmt.Fprintf(c.stdout, "unchanged %q: %s is set already\n", name, stored)
 	case *reset:
 		fmt.Fprintf(c.stdout, "set %q: %s, state reset\n", name, stored)
+	case afresh && before.Algorithm != stored.Algorithm:
+		fmt.Fprintf(c.stdout, "set %q: %s, state reset (the algorithm was %s)\n", name, stored, before.Algorithm)
+	case afresh:
+		fmt.Fprintf(c.stdout, "set %q: %s, state reset (changed by another client meanwhile)\n", name, stored)
 	default:
 		fmt.Fprintf(c.stdout, "set %q: %s\n", name, stored)
 	}
@@ -480,10 +620,18 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 	}
 	opts := []redlimit.Option{redlimit.WithClock(c.clock())}
 	set := given(fs)
-	withConfig := set["rate"] || set["interval"] || set["mode"]
+	withConfig := false
+	for _, f := range configFlagNames {
+		withConfig = withConfig || set[f]
+	}
 	if withConfig {
-		if !set["rate"] || !set["interval"] {
-			c.usageError(cmd, "--rate and --interval go together (and --mode needs them)")
+		hasInterval, err := cf.resolveInterval()
+		if err != nil {
+			c.usageError(cmd, err.Error())
+			return exitError
+		}
+		if !set["rate"] || !hasInterval {
+			c.usageError(cmd, "--rate and --interval go together (or --rate and --per; the other config flags need them)")
 			return exitError
 		}
 		cfg, err := cf.config()

@@ -274,6 +274,8 @@ type configOut struct {
 	Rate       int64  `json:"rate"`
 	Interval   string `json:"interval"`
 	IntervalMS int64  `json:"interval_ms"`
+	Burst      int64  `json:"burst"`
+	Capacity   int64  `json:"capacity"`
 }
 
 type setRateOut struct {

@@ -77,66 +77,79 @@ type call struct {
 	err        error
 }
 
+// The load every fault is run under.
+const (
+	loadClients  = 3
+	loadWorkers  = 6
+	loadDeadline = 300 * time.Millisecond
+)
+
+var loadConfig = redlimit.PerInterval(20, 100*time.Millisecond)
+
+// underLoad runs TryAcquire from several clients (each from newClient, as
+// separate processes would have) in many goroutines: 0.4 s healthy, then
+// inject, 0.8 s later heal, then 1 s more. It returns every call and when
+// the fault was healed. The sleeps set the fault's timeline; nothing waits
+// on them for a result.
+func underLoad(t *testing.T, newClient func() redis.UniversalClient, inject, heal func(), opts ...redisstore.Option) ([]call, time.Time) {
+	var (
+		mu    sync.Mutex
+		calls []call
+		wg    sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	for c := 0; c < loadClients; c++ {
+		rdb := newClient()
+		defer rdb.Close()
+		s, _ := redisstore.New(rdb, opts...)
+		l, _ := redlimit.New(s, "faults", redlimit.WithConfig(loadConfig))
+		for w := 0; w < loadWorkers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), loadDeadline)
+					c := call{start: time.Now()}
+					r, err := l.TryAcquire(ctx, 1)
+					cancel()
+					c.end, c.allowed, c.at, c.err = time.Now(), r.Allowed, r.At, err
+					mu.Lock()
+					calls = append(calls, c)
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	time.Sleep(400 * time.Millisecond)
+	inject()
+	time.Sleep(800 * time.Millisecond)
+	healed := time.Now()
+	heal()
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	return calls, healed
+}
+
 // TestFaults runs each fault against a Redis under load from several
 // clients and reports calls, errors, time to recover and over-admission.
 func TestFaults(t *testing.T) {
-	const (
-		clients  = 3
-		workers  = 6
-		rate     = 20
-		interval = 100 * time.Millisecond
-		deadline = 300 * time.Millisecond
-	)
 	for _, f := range faults {
 		t.Run(f.name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			admin := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 			defer admin.Close()
-			cfg := redlimit.PerInterval(rate, interval)
-			var (
-				mu    sync.Mutex
-				calls []call
-				wg    sync.WaitGroup
-			)
-			stop := make(chan struct{})
-			for c := 0; c < clients; c++ {
-				// No retries: a command that may have run is never sent twice.
-				rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
-				defer rdb.Close()
-				s, _ := redisstore.New(rdb)
-				l, _ := redlimit.New(s, "faults", redlimit.WithConfig(cfg))
-				for w := 0; w < workers; w++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for {
-							select {
-							case <-stop:
-								return
-							default:
-							}
-							ctx, cancel := context.WithTimeout(context.Background(), deadline)
-							c := call{start: time.Now()}
-							r, err := l.TryAcquire(ctx, 1)
-							cancel()
-							c.end, c.allowed, c.at, c.err = time.Now(), r.Allowed, r.At, err
-							mu.Lock()
-							calls = append(calls, c)
-							mu.Unlock()
-						}
-					}()
-				}
+			// No retries: a command that may have run is never sent twice.
+			newClient := func() redis.UniversalClient {
+				return redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 			}
-			// The load runs 0.4 s healthy, 0.8 s under the fault, 1 s after.
-			time.Sleep(400 * time.Millisecond) // load phase, not synchronisation
-			f.inject(t, srv, admin)
-			time.Sleep(800 * time.Millisecond)
-			healed := time.Now()
-			f.heal(t, srv, admin)
-			time.Sleep(time.Second)
-			close(stop)
-			wg.Wait()
-			report(t, f, calls, healed, cfg, deadline)
+			calls, healed := underLoad(t, newClient, func() { f.inject(t, srv, admin) }, func() { f.heal(t, srv, admin) })
+			report(t, f, calls, healed, loadConfig, loadDeadline)
 		})
 	}
 }

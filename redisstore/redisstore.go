@@ -50,6 +50,9 @@ type Store struct {
 	// bounded: the client itself stops waiting at the context's deadline
 	// (go-redis's ContextTimeoutEnabled); otherwise the store does.
 	bounded bool
+	// acks replicas must confirm each change within ackTimeout (WAIT).
+	acks       int
+	ackTimeout time.Duration
 }
 
 var _ redlimit.Store = (*Store)(nil)
@@ -75,6 +78,22 @@ func WithPrefix(p string) Option {
 // since Redis expires them by its own clock.
 func WithClock(c clock.Clock) Option {
 	return func(s *Store) error { s.clock = c; return nil }
+}
+
+// WithReplicaAck makes every change wait (Redis WAIT, in the same round
+// trip) until replicas replicas hold it, at most timeout. A change they do
+// not confirm in time is reported as ErrUnavailable, never as a grant: so a
+// failover to a replica that confirmed loses no grant the callers acted on
+// (Redis replicates asynchronously, and without this a failover can forget
+// up to one window of grants). It costs the replication latency per call.
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return func(s *Store) error {
+		if replicas < 1 || timeout < time.Millisecond {
+			return &redlimit.ArgumentError{Arg: "replica ack", Value: fmt.Sprint(replicas, " ", timeout), Reason: "needs at least 1 replica and 1ms", Kind: redlimit.ErrInvalidArgument}
+		}
+		s.acks, s.ackTimeout = replicas, timeout
+		return nil
+	}
 }
 
 // New returns a store on rdb.
@@ -124,11 +143,52 @@ func within[T any](s *Store, ctx context.Context, f func(context.Context) (T, er
 	}
 }
 
-// eval runs a script within ctx.
-func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args ...any) (any, error) {
+// eval runs a script within ctx; a script that writes waits for the
+// replicas' acknowledgement when WithReplicaAck asks for it.
+func (s *Store) eval(ctx context.Context, sc *redis.Script, writes bool, keys []string, args ...any) (any, error) {
 	return within(s, ctx, func(ctx context.Context) (any, error) {
-		return sc.Run(ctx, s.rdb, keys, args...).Result()
+		if s.acks == 0 || !writes {
+			return sc.Run(ctx, s.rdb, keys, args...).Result()
+		}
+		return s.evalAcked(ctx, sc, keys, args)
 	})
+}
+
+// evalAcked sends the script and WAIT in one pipeline on the connection to
+// the keys' primary.
+func (s *Store) evalAcked(ctx context.Context, sc *redis.Script, keys []string, args []any) (any, error) {
+	var node redis.Cmdable = s.rdb
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		n, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, err
+		}
+		node = n
+	}
+	run := func(withSource bool) (*redis.Cmd, *redis.Cmd, error) {
+		var script, wait *redis.Cmd
+		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if withSource {
+				script = sc.Eval(ctx, p, keys, args...)
+			} else {
+				script = sc.EvalSha(ctx, p, keys, args...)
+			}
+			wait = p.Do(ctx, "WAIT", s.acks, s.ackTimeout.Milliseconds())
+			return nil
+		})
+		return script, wait, err
+	}
+	script, wait, err := run(false)
+	if err != nil && redis.HasErrorPrefix(script.Err(), "NOSCRIPT") {
+		script, wait, err = run(true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if got, _ := wait.Int64(); got < int64(s.acks) {
+		return nil, fmt.Errorf("%w: %d of %d replicas confirmed the change within %v", redlimit.ErrUnavailable, got, s.acks, s.ackTimeout)
+	}
+	return script.Result()
 }
 
 // Client returns the Redis client the store uses.
@@ -170,7 +230,7 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	ca := configArgs(c)
 	args := append([]any{h}, ca[:4]...)
 	args = append(args, redlimit.NewEpoch(), c.Burst, c.Capacity)
-	raw, err := s.eval(ctx, setConfigScript, []string{k.config, k.state, k.log}, args...)
+	raw, err := s.eval(ctx, setConfigScript, true, []string{k.config, k.state, k.log}, args...)
 	if err != nil {
 		return redlimit.Config{}, false, wrap(err)
 	}
@@ -190,7 +250,7 @@ func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error
 	if err := redlimit.ValidateName(name); err != nil {
 		return redlimit.Config{}, err
 	}
-	raw, err := s.eval(ctx, configScript, []string{limiterKeys(s.prefix, name).config})
+	raw, err := s.eval(ctx, configScript, false, []string{limiterKeys(s.prefix, name).config})
 	if err != nil {
 		return redlimit.Config{}, wrap(err)
 	}
@@ -224,7 +284,7 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 		}
 	}
 	args := append([]any{op, n, arg3, s.nowArg()}, configArgs(known)...)
-	raw, err := s.eval(ctx, limiterScript, limiterKeys(s.prefix, key.Name).scriptKeys(key.Client), args...)
+	raw, err := s.eval(ctx, limiterScript, op != "available", limiterKeys(s.prefix, key.Name).scriptKeys(key.Client), args...)
 	if err != nil {
 		return reply{}, wrap(err)
 	}

@@ -54,6 +54,7 @@ func Start(t testing.TB, extra ...string) *Server {
 		s.args = append([]string{
 			"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", dir,
 			"--save", "", "--appendonly", "no", "--protected-mode", "no",
+			"--repl-diskless-sync-delay", "0",
 			"--logfile", filepath.Join(dir, fmt.Sprintf("redis-%d.log", port)),
 		}, extra...)
 		if lastErr = s.start(bin); lastErr == nil {

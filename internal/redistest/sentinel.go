@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,7 +54,16 @@ func StartSentinel(t testing.TB, replicas, sentinels int) *Sentinel {
 		t.Cleanup(srv.Stop)
 		s.Sentinels = append(s.Sentinels, srv)
 	}
-	// Wait until every sentinel knows the primary and its replicas.
+	// Wait until the replicas are in sync and every sentinel knows them.
+	pc := redis.NewClient(&redis.Options{Addr: s.Primary.Addr})
+	defer pc.Close()
+	online := time.Now().Add(30 * time.Second)
+	for strings.Count(pc.Info(context.Background(), "replication").Val(), "state=online") < replicas {
+		if time.Now().After(online) {
+			t.Fatalf("replicas not in sync after 30s: %s", pc.Info(context.Background(), "replication").Val())
+		}
+		time.Sleep(20 * time.Millisecond) // polling another process's state
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, sn := range s.Sentinels {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: sn.Addr})

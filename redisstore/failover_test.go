@@ -1,0 +1,187 @@
+package redisstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
+)
+
+// waitFor polls cond (another process's state) until it holds or 30 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestFailovers runs the load through a Sentinel failover, a Cluster
+// failover and a Cluster slot migration of the limiter's hot keys.
+func TestFailovers(t *testing.T) {
+	ctx := context.Background()
+	for _, acked := range []bool{false, true} {
+		name := "sentinel failover"
+		if acked {
+			name += " with WithReplicaAck(1, 200ms)"
+		}
+		t.Run(name, func(t *testing.T) {
+			st := redistest.StartSentinel(t, 1, 3)
+			var addrs []string
+			for _, s := range st.Sentinels {
+				addrs = append(addrs, s.Addr)
+			}
+			newClient := func() redis.UniversalClient {
+				return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: st.Master, SentinelAddrs: addrs, MaxRetries: -1})
+			}
+			var opts []redisstore.Option
+			if acked {
+				opts = append(opts, redisstore.WithReplicaAck(1, 200*time.Millisecond))
+			}
+			sc := redis.NewSentinelClient(&redis.Options{Addr: addrs[0]})
+			defer sc.Close()
+			before := st.Primary.Addr
+			calls, healed := underLoad(t, newClient,
+				func() {
+					if err := sc.Failover(ctx, st.Master).Err(); err != nil {
+						t.Errorf("SENTINEL FAILOVER: %v", err)
+					}
+				},
+				func() {
+					var after string
+					waitFor(t, "new primary", func() bool {
+						a, err := sc.GetMasterAddrByName(ctx, st.Master).Result()
+						if err == nil {
+							after = a[0] + ":" + a[1]
+						}
+						return err == nil && after != before
+					})
+					if acked {
+						// Acknowledged changes need a replica in sync again:
+						// the old primary, once it has resynchronised.
+						c := redis.NewClient(&redis.Options{Addr: after})
+						defer c.Close()
+						waitFor(t, "a replica in sync with the new primary", func() bool {
+							return strings.Contains(c.Info(ctx, "replication").Val(), "state=online")
+						})
+					}
+				}, opts...)
+			f := fault{name: "Sentinel failover (async replication)"}
+			if acked {
+				f = fault{name: "Sentinel failover, grants acknowledged by the replica (WAIT)", kept: true}
+			}
+			report(t, f, calls, healed, loadConfig, loadDeadline)
+		})
+	}
+
+	cluster := redistest.StartCluster(t, 3, 1)
+	var addrs []string
+	for _, n := range cluster.Nodes {
+		addrs = append(addrs, n.Addr)
+	}
+	newClient := func() redis.UniversalClient {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1})
+	}
+	admin := newClient().(*redis.ClusterClient)
+	defer admin.Close()
+	key := "redlimit:{faults}:config"
+	slot := admin.ClusterKeySlot(ctx, key).Val()
+	nodeClient := func(addr string) *redis.Client { return redis.NewClient(&redis.Options{Addr: addr}) }
+	// owner returns the address and ID of the primary serving the slot.
+	owner := func() (string, string) {
+		for _, s := range admin.ClusterSlots(ctx).Val() {
+			if int64(s.Start) <= slot && slot <= int64(s.End) {
+				c := nodeClient(s.Nodes[0].Addr)
+				defer c.Close()
+				return s.Nodes[0].Addr, c.ClusterMyID(ctx).Val()
+			}
+		}
+		t.Fatalf("no owner for slot %d", slot)
+		return "", ""
+	}
+
+	t.Run("cluster failover", func(t *testing.T) {
+		primary, _ := owner()
+		var replica string
+		waitFor(t, "the slot's primary to list its replica", func() bool {
+			for _, s := range admin.ClusterSlots(ctx).Val() {
+				if s.Nodes[0].Addr == primary && len(s.Nodes) > 1 {
+					replica = s.Nodes[1].Addr
+				}
+			}
+			return replica != ""
+		})
+		rc := nodeClient(replica)
+		defer rc.Close()
+		calls, healed := underLoad(t, newClient,
+			func() {
+				if err := rc.ClusterFailover(ctx).Err(); err != nil {
+					t.Errorf("CLUSTER FAILOVER: %v", err)
+				}
+			},
+			func() {
+				waitFor(t, "replica promoted", func() bool {
+					return strings.Contains(rc.Info(ctx, "replication").Val(), "role:master")
+				})
+			})
+		report(t, fault{name: "Cluster manual failover", kept: true}, calls, healed, loadConfig, loadDeadline)
+	})
+
+	t.Run("cluster slot migration", func(t *testing.T) {
+		fromAddr, fromID := owner()
+		var toAddr, toID string
+		for _, s := range admin.ClusterSlots(ctx).Val() {
+			if a := s.Nodes[0].Addr; a != fromAddr {
+				c := nodeClient(a)
+				toAddr, toID = a, c.ClusterMyID(ctx).Val()
+				c.Close()
+				break
+			}
+		}
+		from, to := nodeClient(fromAddr), nodeClient(toAddr)
+		defer from.Close()
+		defer to.Close()
+		host, port := strings.Split(toAddr, ":")[0], strings.Split(toAddr, ":")[1]
+		moved := 0
+		calls, healed := underLoad(t, newClient,
+			func() {
+				must := func(err error) {
+					if err != nil {
+						t.Errorf("migrating: %v", err)
+					}
+				}
+				must(to.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID).Err())
+				must(from.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID).Err())
+				for {
+					keys := from.ClusterGetKeysInSlot(ctx, int(slot), 100).Val()
+					if len(keys) == 0 {
+						break
+					}
+					args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+					for _, k := range keys {
+						args = append(args, k)
+					}
+					must(from.Do(ctx, args...).Err())
+					moved += len(keys)
+				}
+				for _, n := range cluster.Nodes {
+					c := nodeClient(n.Addr)
+					if strings.Contains(c.Info(ctx, "replication").Val(), "role:master") {
+						must(c.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", toID).Err())
+					}
+					c.Close()
+				}
+			},
+			func() {})
+		t.Logf("moved %d keys of slot %d from %s to %s", moved, slot, fromAddr, toAddr)
+		report(t, fault{name: "Cluster slot migration of the hot keys", kept: true}, calls, healed, loadConfig, loadDeadline)
+	})
+}

@@ -68,3 +68,39 @@ func FuzzDecodeConfig(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeReply: any reply (array of integers, strings and nils, of any
+// length) decodes to a reply or a typed error; never a panic.
+func FuzzDecodeReply(f *testing.F) {
+	f.Add([]byte{1, 3, 0, 9, 9, 'a', 'b'}, "sliding-log", "overall", "10")
+	f.Add([]byte{0xff}, "", "", "")
+	f.Fuzz(func(t *testing.T, shape []byte, a, m, r string) {
+		var v []any
+		for i, b := range shape {
+			switch b % 4 {
+			case 0:
+				v = append(v, int64(b)-128)
+			case 1:
+				v = append(v, []string{a, m, r, "1000", "5"}[i%5])
+			case 2:
+				v = append(v, nil)
+			default:
+				v = append(v, []any{int64(b)})
+			}
+		}
+		var raw any = v
+		if len(shape) > 0 && shape[0] == 7 {
+			raw = string(shape) // not even an array
+		}
+		out, err := decodeReply(raw)
+		if err != nil {
+			if !errors.Is(err, redlimit.ErrCorrupt) && !errors.Is(err, redlimit.ErrNotInitialized) {
+				t.Fatalf("decodeReply(%v) = %v: untyped", raw, err)
+			}
+			return
+		}
+		if out.cfg.Rate < 1 {
+			t.Fatalf("decodeReply(%v) accepted config %+v", raw, out.cfg)
+		}
+	})
+}

@@ -288,6 +288,18 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 	if err != nil {
 		return reply{}, wrap(err)
 	}
+	out, err := decodeReply(raw)
+	if err != nil {
+		return reply{}, fmt.Errorf("limiter %q: %w", key.Name, err)
+	}
+	if out.code == -2 {
+		return reply{}, redlimit.PermitsExceedRate(n, out.cfg.MaxPermits())
+	}
+	return out, nil
+}
+
+// decodeReply reads limiter.lua's reply, trusting nothing of its shape.
+func decodeReply(raw any) (reply, error) {
 	r, err := asArray(raw, 1)
 	if err != nil {
 		return reply{}, err
@@ -296,7 +308,7 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 	case int64(-1):
 		return reply{}, redlimit.ErrNotInitialized
 	case int64(-3):
-		return reply{}, fmt.Errorf("%w: config of limiter %q", redlimit.ErrCorrupt, key.Name)
+		return reply{}, fmt.Errorf("%w: stored config", redlimit.ErrCorrupt)
 	}
 	if len(r) != 12 {
 		return reply{}, fmt.Errorf("%w: script reply has %d elements, want 12", redlimit.ErrCorrupt, len(r))
@@ -309,11 +321,11 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 		}
 		*p = v
 	}
+	if out.code < -2 || out.code > 1 {
+		return reply{}, fmt.Errorf("%w: script reply code %d", redlimit.ErrCorrupt, out.code)
+	}
 	if out.cfg, err = decodeConfig(r[5:12]); err != nil {
 		return reply{}, err
-	}
-	if out.code == -2 {
-		return reply{}, redlimit.PermitsExceedRate(n, out.cfg.MaxPermits())
 	}
 	return out, nil
 }

@@ -191,7 +191,9 @@ Usage:
 
 const usageTail = `
 Every command but simulate also takes, before or after NAME:
-  --redis URL   the Redis to use, e.g. redis://localhost:6379/0 (default $REDIS_URL);
+  --redis URL   the Redis to use (default $REDIS_URL): redis://host:6379/0,
+                rediss://... (TLS), redis+sentinel://s1:26379?master_name=M&addr=s2:26379,
+                redis+cluster://n1:6379?addr=n2:6379;
                 empty: an in-memory store that lives only as long as the command
   --prefix P    the Redis key prefix (default "redlimit:")
 Every command takes:
@@ -378,14 +380,10 @@ func (c *cli) storeNow(ctx context.Context, store redlimit.Store) (time.Time, er
 	return c.clock().Now(), nil
 }
 
-// newRedisClient opens the Redis that url names. It returns the universal
-// interface so that Sentinel and Cluster URLs can be added here.
+// newRedisClient opens the Redis that url names: one server, a Sentinel set
+// (redis+sentinel://) or a Cluster (redis+cluster://).
 func newRedisClient(url string) (redis.UniversalClient, error) {
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("invalid --redis URL: %w", err)
-	}
-	return redis.NewClient(opts), nil
+	return redisstore.OpenURL(url)
 }
 
 // configFlags are the flags that describe a config.

@@ -500,7 +500,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"set-rate", "x", "--rate", "1", "--interval", "1s", "--mode", "sideways"}, `invalid mode "sideways"`},
 		{[]string{"set-rate", "x", "--rate", "1", "--interval", "1s", "--reset", "--try"}, "--reset and --try cannot be combined"},
 		{[]string{"get", ""}, "redlimit get: invalid name: must not be empty"},
-		{[]string{"get", "x", "--redis", "http://localhost"}, "redlimit get: invalid --redis URL"},
+		{[]string{"get", "x", "--redis", "http://localhost"}, "redlimit get: invalid redis URL"},
 		{[]string{"demo", "--callers", "0"}, "invalid --callers 0"},
 		{[]string{"demo", "--rate", "0"}, `invalid rate "0"`},
 		{[]string{"demo", "--permits", "2"}, "invalid --permits 2: must be 1..1 (the rate)"},

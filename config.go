@@ -181,7 +181,9 @@ func (c Config) Normalize() (Config, error) {
 	if c.Algorithm == "" {
 		c.Algorithm = SlidingLog
 	}
-	if _, err := ParseAlgorithm(string(c.Algorithm)); err != nil || c.Algorithm != Algorithm(strings.ToLower(string(c.Algorithm))) {
+	switch c.Algorithm {
+	case SlidingLog, FixedWindow, SlidingCounter, TokenBucket, LeakyBucket:
+	default:
 		return c, &ArgumentError{Arg: "algorithm", Value: string(c.Algorithm), Reason: fmt.Sprintf("unknown; one of %v", Algorithms), Kind: ErrInvalidArgument}
 	}
 	if c.Mode != Overall && c.Mode != PerClient {

@@ -69,7 +69,7 @@ func (l *Limiter) degraded(ctx context.Context, n int64, maxWait time.Duration, 
 	}
 	if known := l.knownConfig(); l.fallback != nil && known.Rate > 0 {
 		local := scaled(known, l.share)
-		fb := &Limiter{store: l.fallback, name: l.name, client: l.client, clock: l.clock, known: local}
+		fb := &Limiter{store: l.fallback, name: l.name, client: l.client, clock: l.clock}
 		if n > local.MaxPermits() {
 			return Result{Degraded: true}, nil // can never pass the local share: a refusal
 		}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlimit/redlimit/clock"
@@ -23,8 +23,9 @@ type Limiter struct {
 	fallback Store
 	share    float64
 
-	mu    sync.Mutex
-	known Config // last config seen; sent along so a store that lost it heals
+	// known is the last config seen, sent along so that a store that lost
+	// it heals; nil until one is known.
+	known atomic.Pointer[Config]
 }
 
 // Result is the answer to an acquire call. A refusal is a Result with
@@ -79,7 +80,7 @@ func WithConfig(cfg Config) Option {
 		if err != nil {
 			return err
 		}
-		l.known = c
+		l.known.Store(&c)
 		return nil
 	}
 }
@@ -113,18 +114,22 @@ func (l *Limiter) ClientID() string { return l.client }
 func (l *Limiter) key() Key { return Key{Name: l.name, Client: l.client} }
 
 func (l *Limiter) knownConfig() Config {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.known
+	if p := l.known.Load(); p != nil {
+		return *p
+	}
+	return Config{}
 }
 
+// remember keeps c as the known config; the hot path only compares.
 func (l *Limiter) remember(c Config) {
 	if c.Rate <= 0 {
 		return
 	}
-	l.mu.Lock()
-	l.known = c
-	l.mu.Unlock()
+	if p := l.known.Load(); p != nil && *p == c {
+		return
+	}
+	kept := c // only a change allocates
+	l.known.Store(&kept)
 }
 
 // TrySetRate stores cfg where no config exists yet and reports whether it did.
@@ -292,9 +297,7 @@ func (l *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
 // still knows it (WithConfig, or from earlier calls) restores it, epoch and
 // all, on its next call, exactly as after a data loss.
 func (l *Limiter) Delete(ctx context.Context) (bool, error) {
-	l.mu.Lock()
-	l.known = Config{}
-	l.mu.Unlock()
+	l.known.Store(nil)
 	return l.store.Delete(ctx, l.name)
 }
 

@@ -23,9 +23,9 @@ import (
 // Store is an in-memory redlimit.Store. The zero value is not usable; call New.
 type Store struct {
 	clock clock.Clock
-
-	mu       sync.Mutex
-	limiters map[string]*limiter
+	// limiters maps a name to its *limiter: read without a lock on the hot
+	// path, each limiter under its own mutex.
+	limiters sync.Map
 }
 
 var _ redlimit.Store = (*Store)(nil)
@@ -38,7 +38,7 @@ func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // New returns an empty memory store.
 func New(opts ...Option) *Store {
-	s := &Store{clock: clock.Real, limiters: make(map[string]*limiter)}
+	s := &Store{clock: clock.Real}
 	for _, o := range opts {
 		o(s)
 	}
@@ -79,23 +79,19 @@ func (s *Store) nowMS() int64 { return s.clock.Now().UnixMilli() }
 
 // get returns the limiter for name, creating an empty one when create is set.
 func (s *Store) get(name string, create bool) *limiter {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l := s.limiters[name]
-	if l == nil && create {
-		l = &limiter{logs: make(map[string]*log)}
-		s.limiters[name] = l
+	if v, ok := s.limiters.Load(name); ok {
+		return v.(*limiter)
 	}
-	return l
+	if !create {
+		return nil
+	}
+	v, _ := s.limiters.LoadOrStore(name, &limiter{logs: make(map[string]*log)})
+	return v.(*limiter)
 }
 
-// drop forgets name if l is still its limiter and holds nothing.
+// drop forgets name if l is still its limiter.
 func (s *Store) drop(name string, l *limiter) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.limiters[name] == l {
-		delete(s.limiters, name)
-	}
+	s.limiters.CompareAndDelete(name, l)
 }
 
 // expireConfig forgets a config whose TTL has passed. l.mu is held.

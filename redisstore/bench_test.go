@@ -3,6 +3,8 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -16,38 +18,63 @@ import (
 // 64 concurrent callers, plain and auto-pipelined, granted and refused.
 func BenchmarkTryAcquire(b *testing.B) {
 	srv := redistest.Start(b)
-	for _, auto := range []bool{false, true} {
-		for _, load := range []string{"granted", "refused"} {
-			b.Run(fmt.Sprintf("autopipeline=%v/%s", auto, load), func(b *testing.B) {
-				rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64, MaxRetries: -1})
-				defer rdb.Close()
-				var opts []redisstore.Option
-				if auto {
-					opts = append(opts, redisstore.WithAutoPipeline())
-				}
-				s, err := redisstore.New(rdb, opts...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				cfg := redlimit.PerSecond(1 << 40)
-				if load == "refused" {
-					cfg = redlimit.PerMinute(1)
-				}
-				l, _ := redlimit.New(s, "bench-"+load+fmt.Sprint(auto), redlimit.WithConfig(cfg))
-				ctx := context.Background()
-				b.ReportAllocs()
-				b.SetParallelism(32) // x GOMAXPROCS (2) = 64 callers
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						if _, err := l.TryAcquire(ctx, 1); err != nil {
-							b.Error(err)
-							return
-						}
+	for _, alg := range redlimit.Algorithms {
+		for _, mode := range []string{"plain", "autopipeline", "batching"} {
+			for _, load := range []string{"granted", "refused"} {
+				b.Run(fmt.Sprintf("%s/%s/%s", alg, mode, load), func(b *testing.B) {
+					rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64, MaxRetries: -1})
+					defer rdb.Close()
+					var opts []redisstore.Option
+					switch mode {
+					case "autopipeline":
+						opts = append(opts, redisstore.WithAutoPipeline(), redisstore.WithoutBatching())
+					case "plain":
+						opts = append(opts, redisstore.WithoutBatching())
 					}
+					s, err := redisstore.New(rdb, opts...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					cfg := redlimit.PerSecond(1 << 30).WithAlgorithm(alg)
+					if load == "refused" {
+						cfg = redlimit.PerMinute(1).WithAlgorithm(alg)
+					}
+					l, _ := redlimit.New(s, fmt.Sprint("bench-", alg, load, mode), redlimit.WithConfig(cfg))
+					if load == "refused" {
+						l.TryAcquire(context.Background(), 1)
+					}
+					ctx := context.Background()
+					cpu0 := redisCPU(b, rdb)
+					b.ReportAllocs()
+					b.SetParallelism(32) // x GOMAXPROCS (2) = 64 callers
+					b.ResetTimer()
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							if _, err := l.TryAcquire(ctx, 1); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+					b.ReportMetric((redisCPU(b, rdb)-cpu0)/float64(b.N)*1e6, "redis-µs/decision")
 				})
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
-			})
+			}
 		}
 	}
+}
+
+// redisCPU is the CPU time Redis has used, in seconds (INFO cpu).
+func redisCPU(b *testing.B, rdb *redis.Client) float64 {
+	info := rdb.Info(context.Background(), "cpu").Val()
+	var total float64
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(line, f); ok {
+				x, _ := strconv.ParseFloat(v, 64)
+				total += x
+			}
+		}
+	}
+	return total
 }

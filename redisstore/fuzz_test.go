@@ -70,9 +70,9 @@ func FuzzDecodeConfig(f *testing.F) {
 }
 
 // FuzzDecodeReply: any reply (array of integers, strings and nils, of any
-// length) decodes to a reply or a typed error; never a panic.
+// length) decodes to replies or a typed error; never a panic.
 func FuzzDecodeReply(f *testing.F) {
-	f.Add([]byte{1, 3, 0, 9, 9, 'a', 'b'}, "sliding-log", "overall", "10")
+	f.Add([]byte{4, 1, 5, 9, 13, 17, 21, 25, 8, 12, 16, 20}, "sliding-log", "overall", "10")
 	f.Add([]byte{0xff}, "", "", "")
 	f.Fuzz(func(t *testing.T, shape []byte, a, m, r string) {
 		var v []any
@@ -92,15 +92,15 @@ func FuzzDecodeReply(f *testing.F) {
 		if len(shape) > 0 && shape[0] == 7 {
 			raw = string(shape) // not even an array
 		}
-		out, err := decodeReply(raw)
+		outs, err := decodeReplies(raw, 1)
 		if err != nil {
 			if !errors.Is(err, redlimit.ErrCorrupt) && !errors.Is(err, redlimit.ErrNotInitialized) {
 				t.Fatalf("decodeReply(%v) = %v: untyped", raw, err)
 			}
 			return
 		}
-		if out.cfg.Rate < 1 {
-			t.Fatalf("decodeReply(%v) accepted config %+v", raw, out.cfg)
+		if outs[0].cfg.Rate < 1 {
+			t.Fatalf("decodeReplies(%v) accepted config %+v", raw, outs[0].cfg)
 		}
 	})
 }

@@ -54,6 +54,17 @@ type State interface {
 	Forgotten(now int64) bool
 }
 
+// ByExpiry caps a grant instant at the state's expiry: once forgotten the
+// state is empty and any request fits. Without a config change the expiry
+// never comes first; after one it can (the state is forgotten as the old
+// config said).
+func ByExpiry(at, now, expiry int64) int64 {
+	if expiry > now && at > expiry {
+		return expiry
+	}
+	return at
+}
+
 // Later returns the later of two instants.
 func Later(a, b int64) int64 {
 	if a > b {

@@ -26,6 +26,7 @@ func (s *Store) runCalls(ctx context.Context, key redlimit.Key, known redlimit.C
 		args = append(args, c.op, c.n, c.arg)
 		writes = writes || c.op != "available"
 	}
+	s.runs.Add(1)
 	raw, err := s.eval(ctx, limiterScript, writes, limiterKeys(s.prefix, key.Name).scriptKeys(key.Client), args...)
 	if err != nil {
 		return nil, wrap(err)

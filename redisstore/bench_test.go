@@ -19,17 +19,21 @@ import (
 func BenchmarkTryAcquire(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, alg := range redlimit.Algorithms {
-		for _, mode := range []string{"plain", "autopipeline", "batching"} {
+		for _, mode := range []string{"plain", "autopipeline", "batching", "default"} {
 			for _, load := range []string{"granted", "refused"} {
 				b.Run(fmt.Sprintf("%s/%s/%s", alg, mode, load), func(b *testing.B) {
 					rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64, MaxRetries: -1})
 					defer rdb.Close()
 					var opts []redisstore.Option
+					// plain: one script run per call, no refusal cache; batching:
+					// batching alone; default: batching and the refusal cache.
 					switch mode {
 					case "autopipeline":
-						opts = append(opts, redisstore.WithAutoPipeline(), redisstore.WithoutBatching())
+						opts = append(opts, redisstore.WithAutoPipeline(), redisstore.WithoutBatching(), redisstore.WithRefusalCache(0))
 					case "plain":
-						opts = append(opts, redisstore.WithoutBatching())
+						opts = append(opts, redisstore.WithoutBatching(), redisstore.WithRefusalCache(0))
+					case "batching":
+						opts = append(opts, redisstore.WithRefusalCache(0))
 					}
 					s, err := redisstore.New(rdb, opts...)
 					if err != nil {

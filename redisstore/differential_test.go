@@ -46,7 +46,7 @@ func TestDifferential(t *testing.T) {
 	}
 	t.Logf("%d traces, every answer identical: %+v", *diffTraces, seen)
 	// The traces must reach every kind of answer, or they prove little.
-	if seen.Granted == 0 || seen.Refused == 0 || seen.Reserved == 0 || seen.Cancelled == 0 || seen.Released == 0 || seen.Restored == 0 || seen.NotInitialized == 0 || seen.TooMany == 0 {
+	if seen.Granted == 0 || seen.Refused == 0 || seen.Reserved == 0 || seen.Cancelled == 0 || seen.Released == 0 || seen.Restored == 0 || seen.NotInitialized == 0 || seen.TooMany == 0 || seen.LocalRefusals == 0 {
 		t.Fatalf("traces missed a kind of answer: %+v", seen)
 	}
 }
@@ -54,6 +54,9 @@ func TestDifferential(t *testing.T) {
 // outcomes counts what the traces exercised.
 type outcomes struct {
 	Granted, Refused, Reserved, Cancelled, Released, Restored, NotInitialized, TooMany int
+	// LocalRefusals were answered by the Redis store's refusal cache: each
+	// was compared with the memory store's answer like any other.
+	LocalRefusals int64
 }
 
 type reservation struct {
@@ -252,6 +255,7 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 			clk.Advance(time.Duration(rng.Int64N(25)) * time.Millisecond)
 		}
 	}
+	seen.LocalRefusals += red.Stats().LocalRefusals
 }
 
 // sameKind: both errors are of the same redlimit kind.

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -60,6 +61,11 @@ type Store struct {
 	// batching: concurrent calls on one log share a script run (lanes).
 	batching bool
 	lanes    sync.Map
+	// refusals answers calls on exhausted limiters locally (refusals.go).
+	refusals   refusals
+	refusalTTL time.Duration
+	calls      atomic.Int64
+	runs       atomic.Int64
 }
 
 var _ redlimit.Store = (*Store)(nil)
@@ -130,7 +136,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	if rdb == nil {
 		return nil, &redlimit.ArgumentError{Arg: "redis client", Reason: "must not be nil", Kind: redlimit.ErrInvalidArgument}
 	}
-	s := &Store{rdb: rdb, prefix: DefaultPrefix, batching: true}
+	s := &Store{rdb: rdb, prefix: DefaultPrefix, batching: true, refusalTTL: DefaultRefusalCache}
 	switch c := rdb.(type) {
 	case *redis.Client:
 		s.bounded = c.Options().ContextTimeoutEnabled
@@ -272,6 +278,7 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	if !ok {
 		return redlimit.Config{}, false, &redlimit.ArgumentError{Arg: "set mode", Value: fmt.Sprint(how), Reason: "unknown", Kind: redlimit.ErrInvalidArgument}
 	}
+	s.forgetName(name) // a new config may free permits
 	k := limiterKeys(s.prefix, name)
 	ca := configArgs(c)
 	args := append([]any{h}, ca[:4]...)
@@ -314,6 +321,7 @@ func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error
 type reply struct {
 	code, value, wait, at, now int64
 	cfg                        redlimit.Config
+	cached                     bool // answered by the refusal cache
 }
 
 func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config, op string, n int64, arg3 int64) (reply, error) {
@@ -330,6 +338,13 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 		}
 	}
 	c := call{op: op, n: n, arg: arg3}
+	s.calls.Add(1)
+	if op == "acquire" && n == 1 {
+		if retry, cfg, ok := s.cachedRefusal(key, arg3); ok {
+			return reply{code: 0, value: 0, wait: retry.Milliseconds(), now: s.localNow().UnixMilli(), cfg: cfg, cached: true}, nil
+		}
+	}
+	sent := s.localNow()
 	var out reply
 	if s.batching {
 		var err error
@@ -342,6 +357,11 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 			return reply{}, err
 		}
 		out = rs[0]
+	}
+	if op == "acquire" {
+		s.noteAcquire(key, sent, n, out)
+	} else if op != "available" {
+		s.forget(key) // a release or cancel may free permits
 	}
 	if out.code == -2 {
 		return reply{}, redlimit.PermitsExceedRate(n, out.cfg.MaxPermits())
@@ -400,6 +420,7 @@ func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
 	if err := redlimit.ValidateName(name); err != nil {
 		return false, err
 	}
+	s.forgetName(name)
 	k := limiterKeys(s.prefix, name)
 	existed, err := within(s, ctx, func(ctx context.Context) (bool, error) {
 		var exists *redis.IntCmd

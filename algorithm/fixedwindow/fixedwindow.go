@@ -66,17 +66,19 @@ func (s *State) remaining(now int64, lim algorithm.Limit) int64 {
 
 // Acquire implements algorithm.State; n <= lim.Rate.
 func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algorithm.Decision {
-	now = s.advance(now, lim)
-	at := s.tail(now)
+	v := *s // a view: advancing it re-slices, it never writes s's windows
+	now = v.advance(now, lim)
+	at := v.tail(now)
 	w := algorithm.WindowStart(at, lim.Interval)
-	if s.Windows.Sum(w, w+lim.Interval)+n > lim.Rate {
-		at = w + lim.Interval
+	if v.Windows.Sum(w, w+lim.Interval)+n > lim.Rate {
+		at = algorithm.ByExpiry(w+lim.Interval, now, v.Expiry)
 	}
 	wait := at - now
 	if maxWait != algorithm.Unlimited && wait > maxWait {
-		s.settle(lim)
-		return algorithm.Decision{Wait: wait, Remaining: s.remaining(now, lim), Now: now}
+		// A refusal changes nothing: it can be answered again without asking.
+		return algorithm.Decision{Wait: wait, Remaining: v.remaining(now, lim), Now: now}
 	}
+	*s = v
 	s.Windows = s.Windows.Add(algorithm.WindowStart(at, lim.Interval), n)
 	s.settle(lim)
 	return algorithm.Decision{Granted: true, At: at, Wait: wait, Remaining: s.remaining(now, lim), Now: now}

@@ -31,14 +31,16 @@ func remaining(d algorithm.Deficit, lim algorithm.Limit) int64 {
 
 // Acquire implements algorithm.State; n <= lim.Capacity.
 func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algorithm.Decision {
-	now = s.Advance(now, lim)
-	wait := s.WaitFor(0, lim) // the work ahead must drain first
-	if room := s.WaitFor((lim.Capacity-n)*lim.Interval, lim); room > 0 || (maxWait != algorithm.Unlimited && wait > maxWait) {
+	d := s.Deficit
+	now = d.Advance(now, lim)
+	wait := algorithm.ByExpiry(now+d.WaitFor(0, lim), now, d.Expiry) - now // the work ahead must drain first
+	if room := d.WaitFor((lim.Capacity-n)*lim.Interval, lim); room > 0 || (maxWait != algorithm.Unlimited && wait > maxWait) {
 		// A full queue refuses whatever the wait. The retry-after, as for
 		// every algorithm, is when the request would be granted at once.
-		s.Settle(lim)
-		return algorithm.Decision{Wait: wait, Remaining: remaining(s.Deficit, lim), Now: now}
+		// A refusal changes nothing: it can be answered again without asking.
+		return algorithm.Decision{Wait: wait, Remaining: remaining(d, lim), Now: now}
 	}
+	s.Deficit = d
 	s.Owed += n * lim.Interval
 	s.Settle(lim)
 	return algorithm.Decision{Granted: true, At: now + wait, Wait: wait, Remaining: remaining(s.Deficit, lim), Now: now}

@@ -93,13 +93,15 @@ func (s *State) earliest(t, n int64, lim algorithm.Limit) int64 {
 
 // Acquire implements algorithm.State; n <= lim.Rate.
 func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algorithm.Decision {
-	now = s.advance(now, lim)
-	at := s.earliest(algorithm.Later(now, s.Tail), n, lim)
+	v := *s // a view: advancing it re-slices, it never writes s's windows
+	now = v.advance(now, lim)
+	at := algorithm.ByExpiry(v.earliest(algorithm.Later(now, v.Tail), n, lim), now, v.Expiry)
 	wait := at - now
 	if maxWait != algorithm.Unlimited && wait > maxWait {
-		s.settle(lim)
-		return algorithm.Decision{Wait: wait, Remaining: s.remaining(now, lim), Now: now}
+		// A refusal changes nothing: it can be answered again without asking.
+		return algorithm.Decision{Wait: wait, Remaining: v.remaining(now, lim), Now: now}
 	}
+	*s = v
 	s.Windows = s.Windows.Add(algorithm.WindowStart(at, lim.Interval), n)
 	s.Tail = at
 	s.settle(lim)

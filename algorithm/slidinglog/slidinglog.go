@@ -130,15 +130,18 @@ func (s *State) earliest(now, n int64, lim Limit) int64 {
 // Acquire asks for n permits (1 <= n <= lim.Rate) at now, waiting at most
 // maxWait milliseconds (Unlimited: no bound). A grant in the future is a
 // reservation: it counts from its instant on and can be handed back with
-// Cancel.
+// Cancel. A refusal leaves the state as it was.
 func (s *State) Acquire(now int64, lim Limit, n, maxWait int64) Decision {
-	now = s.advance(now, lim)
-	at := s.earliest(now, n, lim)
+	v := *s // a view: advancing it re-slices, it never writes s's entries
+	now = v.advance(now, lim)
+	at := algorithm.ByExpiry(v.earliest(now, n, lim), now, v.Expiry)
 	wait := at - now
 	if maxWait != Unlimited && wait > maxWait {
-		s.settle(lim)
-		return Decision{Wait: wait, Remaining: s.remaining(now, lim), Now: now}
+		// A refusal changes nothing, so that it can be answered again
+		// without asking (the Redis store's refusal cache).
+		return Decision{Wait: wait, Remaining: v.remaining(now, lim), Now: now}
 	}
+	*s = v
 	if t, ok := s.tail(); ok && t == at {
 		s.Entries[len(s.Entries)-1].Permits += n
 	} else {

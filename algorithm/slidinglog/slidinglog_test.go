@@ -20,7 +20,7 @@ func TestAcquireTable(t *testing.T) {
 		{2, 1, 7, Decision{Wait: 8, Remaining: 0, Now: 2}},                  // 8 > 7: refused, nothing reserved
 		{2, 1, 8, Decision{Granted: true, At: 10, Wait: 8, Now: 2}},         // reserved for 10
 		{3, 1, 0, Decision{Wait: 8, Remaining: 0, Now: 3}},                  // behind the queue: the 2 at 1 free at 11
-		{1, 1, Unlimited, Decision{Granted: true, At: 11, Wait: 8, Now: 3}}, // clock behind: time stays at 3
+		{1, 1, Unlimited, Decision{Granted: true, At: 11, Wait: 9, Now: 2}}, // clock behind: time stays at 2, the last change (a refusal changes nothing)
 		{20, 3, 0, Decision{Wait: 1, Remaining: 2, Now: 20}},                // 10 has left; 11 holds 1 until 21
 		{21, 3, 0, Decision{Granted: true, At: 21, Remaining: 0, Now: 21}},
 	}

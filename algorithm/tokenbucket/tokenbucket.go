@@ -28,13 +28,15 @@ func remaining(d algorithm.Deficit, lim algorithm.Limit) int64 {
 
 // Acquire implements algorithm.State; n <= lim.Burst.
 func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algorithm.Decision {
-	now = s.Advance(now, lim)
-	after := s.Owed + n*lim.Interval
-	wait := algorithm.Deficit{Owed: after}.WaitFor(lim.Burst*lim.Interval, lim)
+	d := s.Deficit
+	now = d.Advance(now, lim)
+	after := d.Owed + n*lim.Interval
+	wait := algorithm.ByExpiry(now+algorithm.Deficit{Owed: after}.WaitFor(lim.Burst*lim.Interval, lim), now, d.Expiry) - now
 	if maxWait != algorithm.Unlimited && wait > maxWait {
-		s.Settle(lim)
-		return algorithm.Decision{Wait: wait, Remaining: remaining(s.Deficit, lim), Now: now}
+		// A refusal changes nothing: it can be answered again without asking.
+		return algorithm.Decision{Wait: wait, Remaining: remaining(d, lim), Now: now}
 	}
+	s.Deficit = d
 	s.Owed = after
 	s.Settle(lim)
 	return algorithm.Decision{Granted: true, At: now + wait, Wait: wait, Remaining: remaining(s.Deficit, lim), Now: now}

@@ -30,7 +30,7 @@ func TestAcquireTable(t *testing.T) {
 		{b + 5, 2, 5, algorithm.Decision{Granted: true, At: b + 10, Wait: 5, Remaining: 0, Now: b + 5}},          // reserved for 10
 		{b + 5, 3, algorithm.Unlimited, algorithm.Decision{Granted: true, At: b + 40, Wait: 35, Now: b + 5}},     // 3 more after those
 		{b + 40, 1, 0, algorithm.Decision{Wait: 10, Remaining: 0, Now: b + 40}},                                  // the bucket is empty at 40
-		{b + 3, 1, 0, algorithm.Decision{Wait: 10, Remaining: 0, Now: b + 40}},                                   // clock behind: time stays at 40
+		{b + 3, 1, 0, algorithm.Decision{Wait: 45, Remaining: 0, Now: b + 5}},                                    // clock behind: time stays at the last change, 5 (a refusal changes nothing)
 		{b + 50, 1, 0, algorithm.Decision{Granted: true, At: b + 50, Remaining: 0, Now: b + 50}},                 // one token back
 		{b + 100, 3, 0, algorithm.Decision{Granted: true, At: b + 100, Remaining: 0, Now: b + 100}},              // full again: a burst of 3
 		{b + 115, 2, 0, algorithm.Decision{Wait: 5, Remaining: 1, Now: b + 115}},                                 // 1.5 tokens

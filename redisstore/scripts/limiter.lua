@@ -96,6 +96,13 @@ local function begin()
   forgotten = expiry ~= 0 and now >= expiry
 end
 
+-- by_expiry caps a grant instant at the state's expiry, after which it is
+-- empty and anything fits (algorithm.ByExpiry).
+local function by_expiry(at)
+  if expiry > now and at > expiry then return expiry end
+  return at
+end
+
 -- save ends every change: the state with its expiry, or nothing when it is
 -- empty (the list goes at once; the hash is written once, after the batch).
 local function save(fieldsToSet, newExpiry)
@@ -230,14 +237,23 @@ local function sliding_log()
     if t and t > now then return reply(1, 0, 0, 0) end
     return reply(1, later(rate - total, 0), 0, 0)
   end
+  -- The live log: nothing past its expiry, else all but the entries at the
+  -- head that have left the window (k list elements). Only a change
+  -- writes it back (commit): a refusal changes nothing (State.Acquire).
+  local k, sum = 0, 0
   if forgotten then
-    redis.call('DEL', listKey)
     total = 0
-  end
-  local k, sum = head_before(now - interval, true)
-  if k > 0 then
-    redis.call('LTRIM', listKey, k, -1)
+  else
+    k, sum = head_before(now - interval, true)
     total = total - sum
+  end
+  local function commit()
+    if forgotten then
+      redis.call('DEL', listKey)
+    elseif k > 0 then
+      redis.call('LTRIM', listKey, k, -1)
+    end
+    k = 0
   end
   local function finish()
     local t = tail()
@@ -250,6 +266,7 @@ local function sliding_log()
   end
 
   if op == 'cancel' then
+    commit()
     local at, got = arg3, 0
     from_tail(function(idx, a, p)
       if a < at then return true end
@@ -260,6 +277,7 @@ local function sliding_log()
     return reply(1, got, 0, 0)
   end
   if op == 'release' then
+    commit()
     local got = 0
     from_tail(function(idx, a, p)
       if a <= now then got = got + take(idx, p, n - got) end
@@ -277,7 +295,7 @@ local function sliding_log()
   if tailAt and tailAt > at then at = tailAt end
   local need = total + n - rate
   if need > 0 then
-    local dropped, idx, found = 0, 0, false
+    local dropped, idx, found = 0, k, false
     while not found do
       local chunk = redis.call('LRANGE', listKey, idx, idx + 63)
       if #chunk == 0 then break end
@@ -292,11 +310,12 @@ local function sliding_log()
       idx = idx + #chunk
     end
   end
+  at = by_expiry(at)
   local wait = at - now
   if maxWait >= 0 and wait > maxWait then
-    finish()
     return reply(0, remaining(), wait, 0)
   end
+  commit()
   add(at, n)
   total = total + n
   finish()
@@ -310,7 +329,9 @@ local function windows(counter)
   if counter then keep = 2 * interval end
   local tailAt = S.a or 0
   if forgotten then
-    redis.call('DEL', listKey)
+    -- Past its expiry the state is empty, and a call on an empty state is
+    -- always granted (or only reads): clearing it now is no refusal's write.
+    if op ~= 'available' then redis.call('DEL', listKey) end
     tailAt = 0
   end
   local function prune()
@@ -351,13 +372,14 @@ local function windows(counter)
     -- Read-only: count as if pruned (sums look only at recent windows).
     return reply(1, remaining(), 0, 0)
   end
-  prune()
   if op == 'cancel' then
+    prune()
     local got = take_at_or_before(arg3, n, interval)
     finish()
     return reply(1, got, 0, 0)
   end
   if op == 'release' then
+    prune()
     local got
     if not counter then
       got = take_at_or_before(now, n, interval)
@@ -390,11 +412,12 @@ local function windows(counter)
     local w = window_start(at)
     if sum_between(w, w + interval) + n > rate then at = w + interval end
   end
+  at = by_expiry(at)
   local wait = at - now
   if maxWait >= 0 and wait > maxWait then
-    finish()
-    return reply(0, remaining(), wait, 0)
+    return reply(0, remaining(), wait, 0) -- a refusal changes nothing
   end
+  prune()
   add(window_start(at), n)
   if counter then tailAt = at end
   finish()
@@ -465,9 +488,9 @@ local function bucket(leaky)
     wait = wait_for(owed + n * interval, burst * interval)
     refuse = false
   end
+  wait = by_expiry(now + wait) - now
   if refuse or (maxWait >= 0 and wait > maxWait) then
-    finish()
-    return reply(0, remaining(), wait, 0)
+    return reply(0, remaining(), wait, 0) -- a refusal changes nothing
   end
   owed = owed + n * interval
   finish()

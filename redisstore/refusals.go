@@ -1,0 +1,142 @@
+package redisstore
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlimit/redlimit"
+)
+
+// An exhausted limiter is asked again and again for a permit it does not
+// have. When the store refused one permit with none left and said when one
+// frees, the same refusal is answered here until then, without a round
+// trip: nothing can make a permit appear earlier but a release, a
+// cancelled wait or a config change, and those made through this store
+// clear the entry. Those made by other processes cannot be seen, so an
+// entry lives at most maxStale: a cached answer is only ever a refusal,
+// never a grant, so staleness can refuse a little more, never admit more.
+
+// DefaultRefusalCache is how long a cached refusal may ignore changes made
+// by other processes.
+const DefaultRefusalCache = 250 * time.Millisecond
+
+// WithRefusalCache sets how long a refusal may be answered locally (0 turns
+// the cache off). The default is DefaultRefusalCache.
+func WithRefusalCache(maxStale time.Duration) Option {
+	return func(s *Store) error {
+		s.refusalTTL = maxStale
+		return nil
+	}
+}
+
+// refusal is a cached "no permit until".
+type refusal struct {
+	until time.Time // when a permit frees (the store's clock, or the local monotonic one)
+	valid time.Time // the entry is used until then: until, or maxStale after the reply
+	cfg   redlimit.Config
+}
+
+type refusals struct {
+	m    sync.Map // logKey -> refusal
+	hits atomic.Int64
+}
+
+// Stats counts what the store did since it was made.
+type Stats struct {
+	// Calls is the calls made on limiters (acquire, release, cancel,
+	// available); LocalRefusals of them were answered by the refusal cache.
+	Calls, LocalRefusals int64
+	// ScriptRuns is the limiter scripts sent to Redis: fewer than the calls
+	// sent when batching put several in one run.
+	ScriptRuns int64
+}
+
+// Stats reports the store's counters.
+func (s *Store) Stats() Stats {
+	return Stats{Calls: s.calls.Load(), LocalRefusals: s.refusals.hits.Load(), ScriptRuns: s.runs.Load()}
+}
+
+func (s *Store) localNow() time.Time {
+	if s.clock != nil {
+		return s.clock.Now()
+	}
+	return time.Now()
+}
+
+// logKey names the log a reply was about: every client shares the Overall
+// log, each has its own PerClient one.
+func logKey(key redlimit.Key, mode redlimit.Mode) string {
+	if mode == redlimit.PerClient {
+		return key.Name + "\x00" + key.Client
+	}
+	return key.Name + "\x00"
+}
+
+// cachedRefusal answers a call for one permit locally when it can: it
+// returns the retry-after.
+func (s *Store) cachedRefusal(key redlimit.Key, maxWait int64) (time.Duration, redlimit.Config, bool) {
+	if s.refusalTTL <= 0 {
+		return 0, redlimit.Config{}, false
+	}
+	v, ok := s.refusals.m.Load(logKey(key, redlimit.Overall))
+	if !ok {
+		if v, ok = s.refusals.m.Load(logKey(key, redlimit.PerClient)); !ok {
+			return 0, redlimit.Config{}, false
+		}
+	}
+	r := v.(refusal)
+	now := s.localNow()
+	if !now.Before(r.valid) {
+		return 0, redlimit.Config{}, false
+	}
+	left := r.until.Sub(now)
+	left = left.Truncate(time.Millisecond) + roundUpMS(left)
+	// Only while nothing can be granted in the caller's wait; a caller who
+	// may wait long enough gets a reservation from the store.
+	if left <= 0 || maxWait < 0 || maxWait >= left.Milliseconds() {
+		return 0, redlimit.Config{}, false
+	}
+	s.refusals.hits.Add(1)
+	return left, r.cfg, true
+}
+
+// roundUpMS is what left lacks to a whole millisecond, so that a cached
+// retry-after is never shorter than the store's.
+func roundUpMS(d time.Duration) time.Duration {
+	if d%time.Millisecond == 0 {
+		return 0
+	}
+	return time.Millisecond
+}
+
+// noteAcquire records the answer to a call for n permits sent at sent.
+func (s *Store) noteAcquire(key redlimit.Key, sent time.Time, n int64, r reply) {
+	if s.refusalTTL <= 0 {
+		return
+	}
+	lk := logKey(key, r.cfg.Mode)
+	if r.code == 0 && n == 1 && r.value == 0 && r.wait > 0 {
+		wait := time.Duration(r.wait) * time.Millisecond
+		s.refusals.m.Store(lk, refusal{until: sent.Add(wait), valid: sent.Add(min(wait, s.refusalTTL)), cfg: r.cfg})
+		return
+	}
+	s.refusals.m.Delete(lk)
+}
+
+// forget clears the entry of key's log, whatever its mode.
+func (s *Store) forget(key redlimit.Key) {
+	s.refusals.m.Delete(logKey(key, redlimit.Overall))
+	s.refusals.m.Delete(logKey(key, redlimit.PerClient))
+}
+
+func (s *Store) forgetName(name string) {
+	prefix := name + "\x00"
+	s.refusals.m.Range(func(k, _ any) bool {
+		if strings.HasPrefix(k.(string), prefix) {
+			s.refusals.m.Delete(k)
+		}
+		return true
+	})
+}

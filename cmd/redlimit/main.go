@@ -146,11 +146,19 @@ config is stored the limiter is created with it on first use (a stored
 config wins). The memory store lives only as long as the command, so there
 they are needed. --client names this client's own limit in per-client mode
 (default: a new client every run).` + algorithmsHelp},
-	{name: "get", synopsis: "NAME [--client ID]", wantName: true, run: cmdGet, help: `
+	{name: "get", synopsis: "NAME [--client ID] [--redisson [--layout current|legacy]]", wantName: true, run: cmdGet, help: `
 Prints the stored config and the permits a request could be granted now
-(for --client ID in per-client mode).`},
+(for --client ID in per-client mode). With --redisson it reads a limiter of
+Redisson's RRateLimiter instead (same Redis, Redisson's own keys): its
+config, permits left and grant log decoded (--client ID, repeatable, adds a
+PER_CLIENT client's state).`},
 	{name: "delete", synopsis: "NAME", wantName: true, run: cmdDelete, help: `
 Removes the limiter, its config and its state; prints whether it existed.`},
+	{name: "migrate", synopsis: "NAME [--layout current|legacy] [--client ID]...", wantName: true, run: cmdMigrate, help: `
+Turns the Redisson RRateLimiter called NAME (same Redis) into a native
+limiter with the same config and the permits still in use, so the limit
+holds across the switch. Stop the Java clients first; docs/redisson.md has
+the steps. The Redisson keys are left in place.`},
 	{name: "simulate", synopsis: "[--traffic steady|bursty|ramp|on-off] [--rate 10] [--interval 1s] [--duration 10s] [--bucket 100ms] [--seed 1] [--svg FILE]", noStore: true, run: cmdSimulate, help: `
 Sends one made-up stream of requests, each a TryAcquire of one permit,
 through every algorithm configured with the same rate and interval (token
@@ -167,6 +175,12 @@ spells, then bursts at 3 x the rate at random times: --seed), ramp (from 0
 to 4 x the rate), on-off (intervals at 4 x the rate and of silence, each
 straddling a window boundary; --offset moves the traffic against the
 clock's window grid).`},
+	{name: "bench", synopsis: "[--quick] [--duration 2s] [--callers 1,8,64,256] [--json FILE] [--svg FILE] [--redis URL] ...", noStore: true, run: cmdBench, help: `
+Runs the benchmark of the source tree (bench/, a Go module of its own) with
+"go run . FLAGS" there, found by walking up from the working directory: it
+needs the source tree and the Go toolchain, as its peers (redis_rate,
+x/time/rate) are not compiled into this command on purpose. Every flag goes
+to it; "redlimit bench -h" lists them. See bench/README.md.`},
 }
 
 // algorithmsHelp lists the algorithms for the help of the commands that set
@@ -220,8 +234,9 @@ func usage(w io.Writer) {
   acquire    take permits now, or waiting at most --wait; exit status 0 granted, 1 refused
              (--rate, --interval and the other config flags create the limiter on
              first use: needed in memory)
-  get        print the config and the permits available
+  get        print the config and the permits available (--redisson: a Redisson limiter)
   delete     remove the limiter
+  migrate    turn a Redisson limiter into a native one, permits in use and all
   simulate   run one stream of requests through every algorithm on virtual time;
              prints what each admitted, --svg draws it
 `)
@@ -705,14 +720,23 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 func cmdGet(ctx context.Context, c *cli, cmd *command, args []string) int {
 	var sf storeFlags
 	fs := c.flagSet(cmd, &sf)
-	client := fs.String("client", "", "client `ID` whose permits to count in per-client mode (default: a new client)")
+	var rf redissonFlags
+	fs.Var(&rf.clients, "client", "client `ID` whose permits to count in per-client mode (default: a new client; repeatable with --redisson)")
+	redisson := fs.Bool("redisson", false, "read a Redisson RRateLimiter (its own keys) instead")
+	fs.StringVar(&rf.layout, "layout", "current", "with --redisson: the Redisson layout, `current` or legacy")
 	name, ok := c.parse(fs, cmd, args)
 	if !ok {
 		return exitError
 	}
+	if *redisson {
+		return getRedisson(ctx, c, cmd, &sf, &rf, name)
+	}
+	if len(rf.clients) > 1 {
+		return c.errorf(cmd, "one --client at a time (several only with --redisson)")
+	}
 	opts := []redlimit.Option{redlimit.WithClock(c.clock())}
-	if given(fs)["client"] {
-		opts = append(opts, redlimit.WithClientID(*client))
+	if len(rf.clients) == 1 {
+		opts = append(opts, redlimit.WithClientID(rf.clients[0]))
 	}
 	store, closeStore, err := c.openStore(&sf)
 	if err != nil {

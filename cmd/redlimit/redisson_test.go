@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clock"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redissonstore"
+)
+
+// TestRedissonCommands: a limiter written in Redisson's layout (as a Java
+// service would) is shown by get --redisson and migrated by migrate, after
+// which the native limiter is exactly as exhausted.
+func TestRedissonCommands(t *testing.T) {
+	srv := redistest.Start(t)
+	fake := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	d := deps{Clock: fake}
+	ctx := context.Background()
+	java, err := redissonstore.New(srv.Client(t), redissonstore.WithClock(fake))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := redlimit.New(java, "orders", redlimit.WithClock(fake))
+	if _, err := l.TrySetRate(ctx, redlimit.PerInterval(2, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if r, err := l.TryAcquire(ctx, 1); err != nil || !r.Allowed {
+			t.Fatalf("Redisson-side grant: %+v, %v", r, err)
+		}
+	}
+	redis := []string{"--redis", srv.URL()}
+
+	got := call(t, d, append([]string{"get", "orders", "--redisson"}, redis...)...)
+	if got.code != exitOK || !strings.Contains(got.stdout, "orders") {
+		t.Fatalf("get --redisson: %v", got)
+	}
+	got = call(t, d, append([]string{"get", "orders", "--redisson", "--json"}, redis...)...)
+	var in map[string]any
+	if got.code != exitOK || json.Unmarshal([]byte(got.stdout), &in) != nil {
+		t.Fatalf("get --redisson --json: %v", got)
+	}
+
+	got = call(t, d, append([]string{"migrate", "orders"}, redis...)...)
+	if got.code != exitOK || !strings.Contains(got.stdout, "migrated") {
+		t.Fatalf("migrate: %v", got)
+	}
+	// The native limiter holds the 2 permits still in use: refused.
+	got = call(t, d, append([]string{"acquire", "orders"}, redis...)...)
+	if got.code != exitRefused {
+		t.Fatalf("native acquire after migrating an exhausted limiter: %v; want refused", got)
+	}
+	fake.Advance(time.Minute)
+	if got = call(t, d, append([]string{"acquire", "orders"}, redis...)...); got.code != exitOK {
+		t.Fatalf("a minute later: %v; want granted", got)
+	}
+	// Without Redis there is nothing to read.
+	if got = call(t, d, "get", "orders", "--redisson"); got.code != exitError || !strings.Contains(got.stderr, "--redis") {
+		t.Fatalf("get --redisson without Redis: %v", got)
+	}
+}

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/redlimit/redlimit/redisstore"
 	"github.com/redlimit/redlimit/redissonstore"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // redissonFlags select a Redisson limiter: the layout of the Redisson the

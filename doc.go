@@ -15,7 +15,9 @@
 // typed (ErrInvalidArgument, ErrPermitsExceedRate, ErrNotInitialized,
 // ErrConfigMismatch, ErrUnavailable, ErrCorrupt) and wrap their cause.
 //
-// Acquire and TryAcquireWait wait in line: one round trip reserves the next
-// free instant after everyone already waiting, the call sleeps until then,
-// and a caller that gives up hands its reservation back.
+// Acquire and TryAcquireWait wait in line on redlimit's own stores
+// (memstore, redisstore): one round trip reserves the next free instant
+// after everyone already waiting, the call sleeps until then, and a caller
+// that gives up hands its reservation back. The store in Redisson's layout
+// (redissonstore, to share limits with Java) waits the way Redisson does.
 package redlimit

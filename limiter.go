@@ -199,9 +199,9 @@ func (l *Limiter) TryAcquire(ctx context.Context, n int64) (Result, error) {
 
 // TryAcquireWait grants n permits, waiting up to maxWait (and no longer than
 // ctx allows) for them. If they cannot be had within that time it refuses at
-// once, without waiting. Waiters are served in the order they asked, across
-// all clients: one round trip reserves the caller's turn and the call sleeps
-// until then, without polling.
+// once, without waiting. On redlimit's own stores waiters are served in the
+// order they asked, across all clients: one round trip reserves the caller's
+// turn and the call sleeps until then, without polling.
 func (l *Limiter) TryAcquireWait(ctx context.Context, n int64, maxWait time.Duration) (Result, error) {
 	if maxWait < 0 {
 		return Result{}, &ArgumentError{Arg: "wait", Value: maxWait.String(), Reason: "must not be negative", Kind: ErrInvalidArgument}

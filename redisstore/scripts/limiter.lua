@@ -74,6 +74,8 @@ end
 
 local stateKey, listKey = KEYS[2], KEYS[3]
 if cfg[2] == 'per-client' then stateKey, listKey = KEYS[4], KEYS[5] end
+-- The buckets keep all their state in the hash; the others a list too.
+local hasList = alg ~= 'token-bucket' and alg ~= 'leaky-bucket'
 
 -- Load the state once; state of another epoch (a reset) is discarded.
 local S = {}
@@ -82,7 +84,7 @@ for i = 1, #raw, 2 do S[raw[i]] = tonumber(raw[i + 1]) end
 if #raw > 0 and S.e ~= epoch then
   redis.call('DEL', stateKey, listKey)
   S = {}
-elseif #raw == 0 and redis.call('EXISTS', listKey) == 1 then
+elseif #raw == 0 and hasList and redis.call('EXISTS', listKey) == 1 then
   redis.call('DEL', listKey)
 end
 local dirty = false -- S changed: write it at the end of the batch
@@ -108,7 +110,7 @@ end
 local function save(fieldsToSet, newExpiry)
   dirty = true
   if not newExpiry then
-    redis.call('DEL', listKey)
+    if hasList then redis.call('DEL', listKey) end
     S = {}
     return
   end
@@ -135,7 +137,7 @@ local function flush()
   if injected then ttl = ttl + 60000 end
   if ttl < 1 then ttl = 1 end
   redis.call('PEXPIRE', stateKey, ttl)
-  if redis.call('EXISTS', listKey) == 1 then redis.call('PEXPIRE', listKey, ttl) end
+  if hasList then redis.call('PEXPIRE', listKey, ttl) end
 end
 
 -- List helpers: the list holds pairs [instant, permits], oldest first.

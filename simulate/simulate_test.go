@@ -96,13 +96,14 @@ func TestSlidingLogNeverExceedsTheRate(t *testing.T) {
 	})
 }
 
-// The leaky bucket spaces grants at least Interval/Rate apart: never two
-// closer, whatever the traffic.
+// The leaky bucket spaces grants Interval/Rate apart at millisecond
+// resolution: never two closer than that rounded down to a whole ms,
+// whatever the traffic.
 func TestLeakyBucketSpacesGrants(t *testing.T) {
 	eachRun(t, func(t *testing.T, rep *simulate.Report) {
 		r := result(t, rep, redlimit.LeakyBucket)
 		for i := 1; i < len(r.Grants); i++ {
-			if gap := r.Grants[i] - r.Grants[i-1]; int64(gap)*r.Config.Rate < int64(r.Config.Interval) {
+			if gap := r.Grants[i] - r.Grants[i-1]; int64(gap+time.Millisecond)*r.Config.Rate <= int64(r.Config.Interval) {
 				t.Fatalf("grants %d and %d %s apart, less than %s/%d", i-1, i, gap, r.Config.Interval, r.Config.Rate)
 			}
 		}

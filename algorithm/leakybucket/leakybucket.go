@@ -21,19 +21,26 @@ type State struct {
 
 var _ algorithm.State = (*State)(nil)
 
-// remaining: a request is granted at once only by an empty queue.
+// ahead is how long the work queued ahead takes to drain, in whole
+// milliseconds rounded down: a queue that drains within this millisecond
+// lets the next request out now, so rates above one per millisecond pass
+// at their rate (spacing is exact at millisecond resolution).
+func ahead(d algorithm.Deficit, lim algorithm.Limit) int64 { return d.Owed / lim.Rate }
+
+// remaining: what a request could be granted at once: the queue's room, if
+// nothing is ahead of it.
 func remaining(d algorithm.Deficit, lim algorithm.Limit) int64 {
-	if d.Owed > 0 {
+	if ahead(d, lim) > 0 {
 		return 0
 	}
-	return lim.Capacity
+	return max(0, (lim.Capacity*lim.Interval-d.Owed)/lim.Interval)
 }
 
 // Acquire implements algorithm.State; n <= lim.Capacity.
 func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algorithm.Decision {
 	d := s.Deficit
 	now = d.Advance(now, lim)
-	wait := algorithm.ByExpiry(now+d.WaitFor(0, lim), now, d.Expiry) - now // the work ahead must drain first
+	wait := algorithm.ByExpiry(now+ahead(d, lim), now, d.Expiry) - now // the work ahead must drain first
 	if room := d.WaitFor((lim.Capacity-n)*lim.Interval, lim); room > 0 || (maxWait != algorithm.Unlimited && wait > maxWait) {
 		// A full queue refuses whatever the wait. The retry-after, as for
 		// every algorithm, is when the request would be granted at once.
@@ -54,7 +61,9 @@ func (s *State) Cancel(now int64, lim algorithm.Limit, at, n int64) int64 {
 	if at <= now {
 		return 0
 	}
-	return s.GiveBack(now, at, n, n*lim.Interval, lim)
+	// At its instant the reservation had less than a millisecond of work
+	// (< Rate) ahead of it besides its own: that much is not "later" work.
+	return s.GiveBack(now, at, n, n*lim.Interval+lim.Rate-1, lim)
 }
 
 // Release hands back nothing: granted permits have left the queue.

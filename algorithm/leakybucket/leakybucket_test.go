@@ -39,13 +39,14 @@ func TestAcquireTable(t *testing.T) {
 	}
 }
 
-// With Rate 3 per 10 ms grants are 10/3 ms apart: instants rounded up, so
-// successive grants are 4, 3, 3 ms apart, 10 ms for 3.
+// With Rate 3 per 10 ms grants are 10/3 ms apart: instants at millisecond
+// resolution (rounded down), so successive grants are 3, 3, 4 ms apart, 10
+// ms for 3.
 func TestFractionalSpacing(t *testing.T) {
 	lim := algorithm.Limit{Rate: 3, Interval: 10, Capacity: 10}
 	const b = lbBase
 	var s State
-	for i, want := range []int64{0, 4, 7, 10, 14, 17, 20} {
+	for i, want := range []int64{0, 3, 6, 10, 13, 16, 20} {
 		if d := s.Acquire(b, lim, 1, algorithm.Unlimited); !d.Granted || d.At != b+want {
 			t.Fatalf("grant %d: %+v; want at b+%d", i, d, want)
 		}
@@ -87,8 +88,9 @@ func TestCancelReleaseAvailableForgotten(t *testing.T) {
 // lbModel is the queue as virtual scheduling, independent of the deficit and
 // expiry the rules keep: the queued work finishes at fin/Rate ms (fin counts
 // ms x Rate, so it stays an integer). A request is granted when the work
-// ahead has finished, ceil(max(fin, now*Rate)/Rate); the queue holds
-// max(0, fin - now*Rate) permits x Interval.
+// ahead has finished, at millisecond resolution: floor(max(fin,
+// now*Rate)/Rate) (work that drains within this millisecond is not
+// waited for); the queue holds max(0, fin - now*Rate) permits x Interval.
 type lbModel struct{ fin int64 }
 
 func (m lbModel) owed(now int64, lim algorithm.Limit) int64 { return max(0, m.fin-now*lim.Rate) }
@@ -96,13 +98,14 @@ func (m lbModel) owed(now int64, lim algorithm.Limit) int64 { return max(0, m.fi
 // TestPropertyQueue: over random traces of Acquire (maxWait 0, bounded and
 // Unlimited), Release and Cancel of the newest reservation:
 //   - every decision is what the model above predicts, exactly;
-//   - a TryAcquire (maxWait 0) is granted only by an empty queue;
+//   - a TryAcquire (maxWait 0) is granted only when less than a
+//     millisecond of work is queued;
 //   - a request that would take the queue beyond Capacity is refused
 //     whatever its maxWait, Unlimited included;
 //   - grants are spaced: for any two grants j < m (in order), At_m - At_j >=
 //     floor(sum of n_k*Interval/Rate over j <= k < m), the permits granted in
-//     between being drained at Rate per Interval, each instant rounded up
-//     (grant instants are ceil(fin/Rate) of an increasing fin);
+//     between being drained at Rate per Interval (grant instants are
+//     floor(fin/Rate) of an increasing fin);
 //   - Release returns 0 and changes nothing; Cancel of the newest, still
 //     waiting reservation returns its permits and undoes it.
 func TestPropertyQueue(t *testing.T) {
@@ -118,9 +121,13 @@ func TestPropertyQueue(t *testing.T) {
 		for step := 0; step < 100; step++ {
 			now += rng.Int64N(2*lim.Interval/lim.Rate + 2)
 			owed := m.owed(now, lim)
-			empty := owed == 0
-			if got := s.Available(now, lim); (got == lim.Capacity) != empty || (got != lim.Capacity && got != 0) {
-				t.Fatalf("trace %d: Available at %d = %d with a queue of %d", trace, now, got, owed)
+			empty := owed < lim.Rate // less than a millisecond of work ahead
+			room := max(0, (lim.Capacity*lim.Interval-owed)/lim.Interval)
+			if !empty {
+				room = 0
+			}
+			if got := s.Available(now, lim); got != room {
+				t.Fatalf("trace %d: Available at %d = %d with a queue of %d; want %d", trace, now, got, owed, room)
 			}
 			switch op := rng.IntN(10); {
 			case op == 0:
@@ -143,14 +150,14 @@ func TestPropertyQueue(t *testing.T) {
 			d := s.Acquire(now, lim, n, wait)
 
 			start := max(m.fin, now*lim.Rate)
-			want := algorithm.Decision{Wait: algorithm.CeilDiv(owed, lim.Rate), Now: now}
+			want := algorithm.Decision{Wait: owed / lim.Rate, Now: now}
 			overflow := owed+n*lim.Interval > lim.Capacity*lim.Interval
 			if !overflow && (wait == algorithm.Unlimited || want.Wait <= wait) {
 				want.Granted, want.At = true, now+want.Wait
 				m.fin = start + n*lim.Interval
 			}
-			if m.owed(now, lim) == 0 {
-				want.Remaining = lim.Capacity
+			if after := m.owed(now, lim); after < lim.Rate {
+				want.Remaining = max(0, (lim.Capacity*lim.Interval-after)/lim.Interval)
 			}
 			if d != want {
 				t.Fatalf("trace %d (%+v): Acquire(now=%d, n=%d, wait=%d) = %+v; the model (queue %d) says %+v", trace, lim, now, n, wait, d, owed, want)
@@ -198,5 +205,23 @@ func BenchmarkAcquire(b *testing.B) {
 			now++
 		}
 		s.Acquire(now, lim, 1, 0)
+	}
+}
+
+// Above one per millisecond, requests that never wait pass at the rate: a
+// queue that drains within the millisecond is not waited for.
+func TestFastRateTryAcquire(t *testing.T) {
+	lim := algorithm.Limit{Rate: 10_000, Interval: 1000, Capacity: 100} // 10 per ms
+	var s State
+	granted := 0
+	for ms := int64(0); ms < 100; ms++ {
+		for i := 0; i < 20; i++ {
+			if s.Acquire(lbBase+ms, lim, 1, 0).Granted {
+				granted++
+			}
+		}
+	}
+	if granted < 990 || granted > 1010 {
+		t.Fatalf("%d granted in 100 ms at 10 per ms; want about 1000", granted)
 	}
 }

@@ -445,8 +445,8 @@ local function bucket(leaky)
   end
   local function remaining()
     if leaky then
-      if owed > 0 then return 0 end
-      return capacity
+      if math.floor(owed / rate) > 0 then return 0 end
+      return later(math.floor((capacity * interval - owed) / interval), 0)
     end
     return later(math.floor((burst * interval - owed) / interval), 0)
   end
@@ -461,7 +461,7 @@ local function bucket(leaky)
     return math.floor(give / interval)
   end
   local hold = burst * interval
-  if leaky then hold = n * interval end
+  if leaky then hold = n * interval + rate - 1 end
 
   if op == 'available' then return reply(1, remaining(), 0, 0) end
   if op == 'cancel' then
@@ -484,7 +484,7 @@ local function bucket(leaky)
   local maxWait = arg3
   local wait, refuse
   if leaky then
-    wait = wait_for(owed, 0)
+    wait = math.floor(owed / rate) -- whole ms of work ahead, rounded down
     refuse = wait_for(owed, (capacity - n) * interval) > 0
   else
     wait = wait_for(owed + n * interval, burst * interval)

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// wantSystems is every system the benchmark compares.
+var wantSystems = []string{
+	"redlimit sliding-log", "redlimit sliding-log +autopipeline",
+	"redlimit fixed-window", "redlimit fixed-window +autopipeline",
+	"redlimit sliding-counter", "redlimit sliding-counter +autopipeline",
+	"redlimit token-bucket", "redlimit token-bucket +autopipeline",
+	"redlimit leaky-bucket", "redlimit leaky-bucket +autopipeline",
+	"redis_rate", "Redisson script",
+	"memstore token-bucket", "memstore sliding-log", "x/time/rate",
+}
+
+// TestQuickRun runs the whole benchmark in quick mode (64 callers) for a
+// tiny duration, against the redis-server it starts, and checks the JSON:
+// every system under every workload, no errors, the figures present.
+func TestQuickRun(t *testing.T) {
+	dir := t.TempDir()
+	jsonFile, svgFile := filepath.Join(dir, "results.json"), filepath.Join(dir, "bench.svg")
+	var stdout, stderr bytes.Buffer
+	// No re-measuring of cells disturbed by other processes: a smoke run.
+	args := []string{"--quick", "--duration", "40ms", "--warmup", "10ms", "--keys", "500", "--retries", "0", "--json", jsonFile, "--svg", svgFile}
+	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+
+	raw, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatalf("decoding the JSON: %v", err)
+	}
+	var names []string
+	for _, s := range rep.Systems {
+		names = append(names, s.Name)
+	}
+	if !slices.Equal(names, wantSystems) {
+		t.Errorf("systems %q, want %q", names, wantSystems)
+	}
+	if len(rep.Results) != len(wantSystems)*len(workloadNames) {
+		t.Errorf("%d results, want %d (every system x workload at 64 callers)", len(rep.Results), len(wantSystems)*len(workloadNames))
+	}
+	for _, sys := range wantSystems {
+		for _, w := range workloadNames {
+			r := rep.find(sys, w, 64)
+			if r == nil {
+				t.Errorf("no result for %s / %s / 64 callers", sys, w)
+				continue
+			}
+			if r.Errors != 0 || r.FirstError != "" {
+				t.Errorf("%s / %s: %d errors: %s", sys, w, r.Errors, r.FirstError)
+			}
+			if r.Decisions == 0 || !(r.DecisionsPerSec > 0) || !(r.P50Ns > 0) || r.P99Ns < r.P50Ns || r.P999Ns < r.P99Ns {
+				t.Errorf("%s / %s: figures missing: %+v", sys, w, r)
+			}
+			onRedis := !strings.HasPrefix(sys, "memstore") && sys != "x/time/rate"
+			if onRedis && (r.RedisCPUMicros == nil || *r.RedisCPUMicros < 0 || r.BytesPerLimiter == nil) {
+				t.Errorf("%s / %s: no Redis CPU or bytes per limiter: %+v", sys, w, r)
+			}
+			if w == "denied" && r.Granted > 1 { // a fixed window may turn over once
+				t.Errorf("%s / denied: %d of %d granted", sys, r.Granted, r.Decisions)
+			}
+			if w == "keys" && (r.Limiters != 500 || r.BytesPerLimiter == nil) {
+				t.Errorf("%s / keys: %d limiters, bytes %v", sys, r.Limiters, r.BytesPerLimiter)
+			}
+		}
+	}
+	if rep.Machine.GoVersion == "" || rep.Machine.GOMAXPROCS < 1 || rep.Machine.CPUModel == "" || rep.Machine.RedisVersion == "" || rep.Machine.RedisServer == "" {
+		t.Errorf("machine details missing: %+v", rep.Machine)
+	}
+	if !strings.Contains(rep.Settings.RedissonScript, seedFile) {
+		t.Errorf("Redisson's script from %q, want the seed", rep.Settings.RedissonScript)
+	}
+	metrics := map[string]bool{}
+	for _, q := range rep.Ratios {
+		metrics[q.Metric] = true
+		if !(q.Ratio > 0) || math.IsInf(q.Ratio, 0) {
+			t.Errorf("ratio %+v", q)
+		}
+	}
+	if !metrics["ns_per_op"] || !metrics["redis_cpu_us_per_decision"] {
+		t.Errorf("ratios lack memstore vs x/time/rate or Redis CPU: %+v", rep.Ratios)
+	}
+
+	for _, sys := range wantSystems {
+		if !strings.Contains(stdout.String(), sys) {
+			t.Errorf("the table has no row for %s:\n%s", sys, stdout.String())
+		}
+	}
+	if !strings.Contains(stderr.String(), "[ 60/60") {
+		t.Errorf("no progress on stderr:\n%s", stderr.String())
+	}
+	svg, err := os.ReadFile(svgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(bytes.NewReader(svg))
+	for {
+		if _, err := d.Token(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("the SVG is not XML: %v", err)
+		}
+	}
+	if !bytes.Contains(svg, []byte("Redisson script")) || !bytes.Contains(svg, []byte("x/time/rate")) {
+		t.Error("the chart lacks systems")
+	}
+
+	// --from-json prints the same table and draws the same chart.
+	var again bytes.Buffer
+	svg2 := filepath.Join(dir, "again.svg")
+	if err := run(context.Background(), []string{"--from-json", jsonFile, "--svg", svg2}, &again, io.Discard); err != nil {
+		t.Fatalf("--from-json: %v", err)
+	}
+	if again.String() != stdout.String() {
+		t.Errorf("--from-json printed\n%s\nthe run printed\n%s", again.String(), stdout.String())
+	}
+	if b, err := os.ReadFile(svg2); err != nil || !bytes.Equal(b, svg) {
+		t.Errorf("--from-json drew another chart (%v)", err)
+	}
+}
+
+// TestHistogram: quantiles within the buckets' 3%.
+func TestHistogram(t *testing.T) {
+	var h hist
+	for v := 1; v <= 100000; v++ {
+		h.add(time.Duration(v) * time.Microsecond)
+	}
+	for _, q := range []float64{0.5, 0.99, 0.999} {
+		want := q * 100000e3
+		if got := h.quantile(q); math.Abs(got-want)/want > 0.03 {
+			t.Errorf("quantile %v = %v, want %v within 3%%", q, got, want)
+		}
+	}
+	for _, v := range []uint64{0, 1, 63, 64, 65, 1000, 1 << 40, math.MaxUint64} {
+		i := bucketOf(v)
+		if i < 0 || i >= len(h.counts) {
+			t.Fatalf("bucketOf(%d) = %d, out of range", v, i)
+		}
+		if mid := bucketMid(i); v >= 64 && math.Abs(mid-float64(v))/float64(v) > 1.0/32 {
+			t.Errorf("bucket of %d has middle %v", v, mid)
+		}
+	}
+	var empty hist
+	if !math.IsNaN(empty.quantile(0.5)) {
+		t.Error("an empty histogram has a quantile")
+	}
+}
+
+// TestUsage: bad flags are usage errors.
+func TestUsage(t *testing.T) {
+	for _, args := range [][]string{{"--callers", "0"}, {"--workloads", "nope"}, {"--systems", "("}, {"extra"}, {"--keys", "1"}, {"--retries", "-1"}} {
+		err := run(context.Background(), args, io.Discard, io.Discard)
+		if _, ok := err.(usageError); !ok {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"math"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// hist is a log-linear histogram of latencies in nanoseconds: exact below
+// 64 ns, then 32 buckets per power of two (each within about 3%).
+type hist struct {
+	counts [64 + 58*32]uint64
+	n      uint64
+}
+
+func bucketOf(v uint64) int {
+	if v < 64 {
+		return int(v)
+	}
+	shift := bits.Len64(v) - 6 // v>>shift is in [32, 63]
+	return 64 + (shift-1)*32 + int(v>>shift) - 32
+}
+
+// bucketMid is the middle of bucket i, in ns.
+func bucketMid(i int) float64 {
+	if i < 64 {
+		return float64(i)
+	}
+	shift := (i-64)/32 + 1
+	lo := uint64((i-64)%32+32) << shift
+	return float64(lo) + float64(uint64(1)<<shift)/2
+}
+
+func (h *hist) add(d time.Duration) {
+	v := uint64(max(d, 0))
+	h.counts[bucketOf(v)]++
+	h.n++
+}
+
+func (h *hist) merge(o *hist) {
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	h.n += o.n
+}
+
+// quantile returns the latency at quantile q (0..1) in ns; NaN when empty.
+func (h *hist) quantile(q float64) float64 {
+	if h.n == 0 {
+		return math.NaN()
+	}
+	rank := uint64(math.Ceil(q * float64(h.n)))
+	rank = max(rank, 1)
+	var seen uint64
+	for i, c := range h.counts {
+		seen += c
+		if seen >= rank {
+			return bucketMid(i)
+		}
+	}
+	return bucketMid(len(h.counts) - 1)
+}
+
+// load is what a run of callers against a target measured.
+type load struct {
+	granted, refused, errors uint64
+	firstErr                 string
+	seconds                  float64 // the measured window
+	hist                     hist
+	before, after            snapshot // CPU counters at the window's ends
+}
+
+func (l *load) decisions() uint64 { return l.granted + l.refused }
+
+// worker is one caller's tally; each is its own allocation (no false
+// sharing).
+type worker struct {
+	hist                     hist
+	granted, refused, errors uint64
+	firstErr                 error
+}
+
+// Phases of a run.
+const (
+	warmingUp int32 = iota
+	measuring
+	stopping
+)
+
+// runLoad runs callers goroutines asking t for one permit each in a loop:
+// warmup first, then dur measured. Calls that complete within the measured
+// window count; every timeEvery-th call of each caller is timed (timing
+// costs about as much as an in-memory decision). snap reads the CPU
+// counters at the window's ends. Limiters are visited round-robin, each
+// caller starting at its own offset. With pace > 0 the callers are paced,
+// offering pace requests per second in all on a fixed schedule (a caller
+// that falls behind calls back to back; latency is timed from the call, not
+// from its scheduled time).
+func runLoad(ctx context.Context, t *target, callers int, pace float64, warmup, dur time.Duration, timeEvery int, snap func() snapshot) (load, error) {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var phase atomic.Int32
+	workers := make([]*worker, callers)
+	var wg sync.WaitGroup
+	for g := range workers {
+		w := &worker{}
+		workers[g] = w
+		wg.Add(1)
+		go func(g, start int) {
+			defer wg.Done()
+			i := start
+			var interval time.Duration
+			var next time.Time
+			if pace > 0 {
+				interval = time.Duration(float64(callers) / pace * float64(time.Second))
+				next = time.Now().Add(interval * time.Duration(g) / time.Duration(callers)) // staggered
+			}
+			for k := 0; phase.Load() != stopping; k++ {
+				if pace > 0 {
+					if d := time.Until(next); d > 0 {
+						time.Sleep(d) // the schedule: a fixed offered load
+					} else if -d > 100*interval {
+						next = time.Now() // far behind (a stall): no burst to catch up
+					}
+					next = next.Add(interval)
+				}
+				timed := k%timeEvery == 0
+				var t0 time.Time
+				if timed {
+					t0 = time.Now()
+				}
+				ok, err := t.call(cctx, i)
+				var d time.Duration
+				if timed {
+					d = time.Since(t0)
+				}
+				if phase.Load() == measuring {
+					switch {
+					case err != nil:
+						w.errors++
+						if w.firstErr == nil {
+							w.firstErr = err
+						}
+					case ok:
+						w.granted++
+					default:
+						w.refused++
+					}
+					if timed && err == nil {
+						w.hist.add(d)
+					}
+				}
+				if i++; i == t.n {
+					i = 0
+				}
+			}
+		}(g, g*t.n/callers)
+	}
+	// stop ends the run; calls stuck on a dead server are cancelled after
+	// a grace period.
+	stop := func() {
+		phase.Store(stopping)
+		watchdog := time.AfterFunc(10*time.Second, cancel)
+		wg.Wait()
+		watchdog.Stop()
+	}
+	sleep := func(d time.Duration) bool {
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+
+	var out load
+	if !sleep(warmup) {
+		stop()
+		return out, ctx.Err()
+	}
+	out.before = snap()
+	phase.Store(measuring)
+	t1 := time.Now()
+	ok := sleep(dur)
+	out.seconds = time.Since(t1).Seconds()
+	phase.Store(stopping)
+	out.after = snap()
+	stop()
+	if !ok {
+		return out, ctx.Err()
+	}
+	for _, w := range workers {
+		out.granted += w.granted
+		out.refused += w.refused
+		out.errors += w.errors
+		if w.firstErr != nil && out.firstErr == "" {
+			out.firstErr = w.firstErr.Error()
+		}
+		out.hist.merge(&w.hist)
+	}
+	return out, nil
+}

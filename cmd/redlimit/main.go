@@ -239,6 +239,8 @@ func usage(w io.Writer) {
   migrate    turn a Redisson limiter into a native one, permits in use and all
   simulate   run one stream of requests through every algorithm on virtual time;
              prints what each admitted, --svg draws it
+  bench      measure redlimit beside its peers (runs the bench/ module of the
+             source tree)
 `)
 	fmt.Fprint(w, usageTail)
 }

@@ -384,6 +384,21 @@ func (c *cli) openStore(sf *storeFlags) (redlimit.Store, func(), error) {
 	return s, func() { _ = rdb.Close() }, nil
 }
 
+// openLimiter opens the store sf names and the limiter name on it; the
+// returned function closes the store.
+func (c *cli) openLimiter(sf *storeFlags, name string, opts ...redlimit.Option) (*redlimit.Limiter, redlimit.Store, func(), error) {
+	store, closeStore, err := c.openStore(sf)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	l, err := redlimit.New(store, name, opts...)
+	if err != nil {
+		closeStore()
+		return nil, nil, nil, err
+	}
+	return l, store, closeStore, nil
+}
+
 // storeNow reads the time of store's clock, which the Results' At are in:
 // Redis keeps its own time (TIME) unless the store was given a clock.
 func (c *cli) storeNow(ctx context.Context, store redlimit.Store) (time.Time, error) {
@@ -559,15 +574,11 @@ func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if err != nil {
 		return c.fail(cmd, err)
 	}
-	store, closeStore, err := c.openStore(&sf)
+	l, _, closeStore, err := c.openLimiter(&sf, name, redlimit.WithClock(c.clock()))
 	if err != nil {
 		return c.fail(cmd, err)
 	}
 	defer closeStore()
-	l, err := redlimit.New(store, name, redlimit.WithClock(c.clock()))
-	if err != nil {
-		return c.fail(cmd, err)
-	}
 
 	// The config before, to tell a reset apart: a new algorithm starts
 	// afresh even without --reset.
@@ -661,15 +672,11 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if *wait < 0 {
 		return c.errorf(cmd, "invalid --wait %s: must not be negative", *wait)
 	}
-	store, closeStore, err := c.openStore(&sf)
+	l, _, closeStore, err := c.openLimiter(&sf, name, opts...)
 	if err != nil {
 		return c.fail(cmd, err)
 	}
 	defer closeStore()
-	l, err := redlimit.New(store, name, opts...)
-	if err != nil {
-		return c.fail(cmd, err)
-	}
 
 	var res redlimit.Result
 	if *wait > 0 {
@@ -740,15 +747,11 @@ func cmdGet(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if len(rf.clients) == 1 {
 		opts = append(opts, redlimit.WithClientID(rf.clients[0]))
 	}
-	store, closeStore, err := c.openStore(&sf)
+	l, _, closeStore, err := c.openLimiter(&sf, name, opts...)
 	if err != nil {
 		return c.fail(cmd, err)
 	}
 	defer closeStore()
-	l, err := redlimit.New(store, name, opts...)
-	if err != nil {
-		return c.fail(cmd, err)
-	}
 	cfg, err := l.Config(ctx)
 	if errors.Is(err, redlimit.ErrNotInitialized) {
 		return c.errorf(cmd, "limiter %q not initialized: run set-rate first", name)
@@ -779,15 +782,11 @@ func cmdDelete(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if !ok {
 		return exitError
 	}
-	store, closeStore, err := c.openStore(&sf)
+	l, _, closeStore, err := c.openLimiter(&sf, name, redlimit.WithClock(c.clock()))
 	if err != nil {
 		return c.fail(cmd, err)
 	}
 	defer closeStore()
-	l, err := redlimit.New(store, name, redlimit.WithClock(c.clock()))
-	if err != nil {
-		return c.fail(cmd, err)
-	}
 	existed, err := l.Delete(ctx)
 	if err != nil {
 		return c.fail(cmd, err)

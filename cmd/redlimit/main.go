@@ -386,17 +386,17 @@ func (c *cli) openStore(sf *storeFlags) (redlimit.Store, func(), error) {
 
 // openLimiter opens the store sf names and the limiter name on it; the
 // returned function closes the store.
-func (c *cli) openLimiter(sf *storeFlags, name string, opts ...redlimit.Option) (*redlimit.Limiter, redlimit.Store, func(), error) {
+func (c *cli) openLimiter(sf *storeFlags, name string, opts ...redlimit.Option) (*redlimit.Limiter, func(), error) {
 	store, closeStore, err := c.openStore(sf)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	l, err := redlimit.New(store, name, opts...)
 	if err != nil {
 		closeStore()
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return l, store, closeStore, nil
+	return l, closeStore, nil
 }
 
 // storeNow reads the time of store's clock, which the Results' At are in:
@@ -574,7 +574,7 @@ func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if err != nil {
 		return c.fail(cmd, err)
 	}
-	l, _, closeStore, err := c.openLimiter(&sf, name, redlimit.WithClock(c.clock()))
+	l, closeStore, err := c.openLimiter(&sf, name, redlimit.WithClock(c.clock()))
 	if err != nil {
 		return c.fail(cmd, err)
 	}
@@ -672,7 +672,7 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if *wait < 0 {
 		return c.errorf(cmd, "invalid --wait %s: must not be negative", *wait)
 	}
-	l, _, closeStore, err := c.openLimiter(&sf, name, opts...)
+	l, closeStore, err := c.openLimiter(&sf, name, opts...)
 	if err != nil {
 		return c.fail(cmd, err)
 	}
@@ -747,7 +747,7 @@ func cmdGet(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if len(rf.clients) == 1 {
 		opts = append(opts, redlimit.WithClientID(rf.clients[0]))
 	}
-	l, _, closeStore, err := c.openLimiter(&sf, name, opts...)
+	l, closeStore, err := c.openLimiter(&sf, name, opts...)
 	if err != nil {
 		return c.fail(cmd, err)
 	}
@@ -782,7 +782,7 @@ func cmdDelete(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if !ok {
 		return exitError
 	}
-	l, _, closeStore, err := c.openLimiter(&sf, name, redlimit.WithClock(c.clock()))
+	l, closeStore, err := c.openLimiter(&sf, name, redlimit.WithClock(c.clock()))
 	if err != nil {
 		return c.fail(cmd, err)
 	}

@@ -291,8 +291,10 @@ local function sliding_log()
   end
 
   -- acquire: the earliest instant, at or after now and the tail, where n fit.
+  -- The tail is read once: a tail that has left the window is before now,
+  -- so it changes nothing below whether or not commit drops it.
   local maxWait = arg3
-  local tailAt = tail()
+  local tailAt, tailPermits = tail()
   local at = now
   if tailAt and tailAt > at then at = tailAt end
   local need = total + n - rate
@@ -315,13 +317,21 @@ local function sliding_log()
   at = by_expiry(at)
   local wait = at - now
   if maxWait >= 0 and wait > maxWait then
-    return reply(0, remaining(), wait, 0)
+    local left = later(rate - total, 0)
+    if tailAt and tailAt > now then left = 0 end
+    return reply(0, left, wait, 0)
   end
   commit()
-  add(at, n)
+  if tailAt and tailAt >= at then -- at is the tail: one entry per instant
+    redis.call('LSET', listKey, -1, str(tailPermits + n))
+  else
+    redis.call('RPUSH', listKey, str(at), str(n))
+  end
   total = total + n
-  finish()
-  return reply(1, remaining(), wait, at)
+  save({t = total}, at + interval) -- the new tail is at
+  local left = later(rate - total, 0)
+  if at > now then left = 0 end
+  return reply(1, left, wait, at)
 end
 
 ---------------------------------------------------------------- fixed-window and sliding-counter

@@ -70,7 +70,7 @@ func TestSkewedClients(t *testing.T) {
 	ahead, behind := clock.NewFake(storetest.T0.Add(5*time.Second)), clock.NewFake(storetest.T0.Add(-5*time.Second))
 	prefix := newStore(t, rdb).Prefix()
 	cfg := redlimit.PerInterval(5, time.Second)
-	var grants []redlimit.Result
+	var grants []storetest.Grant
 	rng := rand.New(rand.NewPCG(3, 3))
 	stores := []*clock.Fake{ahead, behind}
 	limiters := make([]*redlimit.Limiter, 2)
@@ -89,8 +89,7 @@ func TestSkewedClients(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r.Allowed {
-			r.Remaining = 1
-			grants = append(grants, r)
+			grants = append(grants, storetest.Grant{At: r.At, Permits: 1})
 		}
 	}
 	if worst := storetest.MaxInWindow(grants, cfg.Interval); worst > cfg.Rate {

@@ -321,7 +321,6 @@ func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error
 type reply struct {
 	code, value, wait, at, now int64
 	cfg                        redlimit.Config
-	cached                     bool // answered by the refusal cache
 }
 
 func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config, op string, n int64, arg3 int64) (reply, error) {
@@ -341,7 +340,7 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 	s.calls.Add(1)
 	if op == "acquire" && n == 1 {
 		if retry, cfg, ok := s.cachedRefusal(key, arg3); ok {
-			return reply{code: 0, value: 0, wait: retry.Milliseconds(), now: s.localNow().UnixMilli(), cfg: cfg, cached: true}, nil
+			return reply{code: 0, value: 0, wait: retry.Milliseconds(), now: s.localNow().UnixMilli(), cfg: cfg}, nil
 		}
 	}
 	sent := s.localNow()

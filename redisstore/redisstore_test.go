@@ -207,7 +207,7 @@ func TestManyClientsRedisTime(t *testing.T) {
 	)
 	cfg := redlimit.PerInterval(rate, 20*time.Millisecond)
 	prefix := fmt.Sprintf("many%d:", prefixes.Add(1))
-	type grant = redlimit.Result
+	type grant = storetest.Grant
 	results := make(chan []grant, clients*workers)
 	var asked atomic.Int64
 	for c := 0; c < clients; c++ {
@@ -229,8 +229,7 @@ func TestManyClientsRedisTime(t *testing.T) {
 						return
 					}
 					if r.Allowed {
-						r.Remaining = n
-						mine = append(mine, r)
+						mine = append(mine, storetest.Grant{At: r.At, Permits: n})
 					}
 				}
 			}(w)

@@ -586,7 +586,7 @@ func testConcurrentClients(e *env) {
 	e.configured("concurrent", cfg)
 	var (
 		mu     sync.Mutex
-		grants []redlimit.Result
+		grants []Grant
 		wg     sync.WaitGroup
 	)
 	for c := 0; c < clients; c++ {
@@ -604,8 +604,7 @@ func testConcurrentClients(e *env) {
 					}
 					if r.Allowed {
 						mu.Lock()
-						r.Remaining = n // reuse the field to carry the size
-						grants = append(grants, r)
+						grants = append(grants, Grant{r.At, n})
 						mu.Unlock()
 					}
 					if i%10 == 0 {
@@ -624,15 +623,21 @@ func testConcurrentClients(e *env) {
 	}
 }
 
-// MaxInWindow returns the most permits (carried in Remaining) granted in any
-// window of length interval, judged by the grants' store times.
-func MaxInWindow(grants []redlimit.Result, interval time.Duration) int64 {
+// Grant is one grant of a log: its store time and its permits.
+type Grant struct {
+	At      time.Time
+	Permits int64
+}
+
+// MaxInWindow returns the most permits granted in any window of length
+// interval, judged by the grants' store times.
+func MaxInWindow(grants []Grant, interval time.Duration) int64 {
 	var worst int64
 	for _, g := range grants {
 		var sum int64
 		for _, h := range grants {
 			if !h.At.Before(g.At) && h.At.Before(g.At.Add(interval)) {
-				sum += h.Remaining
+				sum += h.Permits
 			}
 		}
 		if sum > worst {

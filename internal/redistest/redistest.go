@@ -42,13 +42,27 @@ func Binary(t testing.TB) string {
 // extra config directives ("--name value" pairs), and stops it at cleanup.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	bin := Binary(t)
-	dir := t.TempDir()
+	Binary(t)
+	s, err := Launch(t.TempDir(), extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Launch is Start for programs that are not tests (the benchmark): it runs
+// redis-server with its files in dir and leaves stopping it to the caller.
+func Launch(dir string, extra ...string) (*Server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redis-server not found on PATH (apt-get install redis-server): %w", err)
+	}
 	var lastErr error
 	for try := 0; try < 5; try++ {
 		port, err := freePort()
 		if err != nil {
-			t.Fatalf("finding a free port: %v", err)
+			return nil, fmt.Errorf("finding a free port: %w", err)
 		}
 		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: dir}
 		s.args = append([]string{
@@ -58,12 +72,10 @@ func Start(t testing.TB, extra ...string) *Server {
 			"--logfile", filepath.Join(dir, fmt.Sprintf("redis-%d.log", port)),
 		}, extra...)
 		if lastErr = s.start(bin); lastErr == nil {
-			t.Cleanup(s.Stop)
-			return s
+			return s, nil
 		}
 	}
-	t.Fatalf("starting redis-server: %v", lastErr)
-	return nil
+	return nil, fmt.Errorf("starting redis-server: %w", lastErr)
 }
 
 func (s *Server) start(bin string) error {

@@ -39,8 +39,8 @@ type Store interface {
 	// Delete removes the limiter's config and Overall state; it reports
 	// whether a config existed.
 	Delete(ctx context.Context, name string) (bool, error)
-	// Expire makes the config disappear after ttl; it reports whether a
-	// config existed.
+	// Expire makes the config and the Overall state disappear after ttl, as
+	// Delete would then; it reports whether a config existed.
 	Expire(ctx context.Context, name string, ttl time.Duration) (bool, error)
 	// ClearExpire undoes Expire; it reports whether a TTL was removed.
 	ClearExpire(ctx context.Context, name string) (bool, error)

@@ -31,7 +31,7 @@ func (s *Store) runCalls(ctx context.Context, key redlimit.Key, known redlimit.C
 	if err != nil {
 		return nil, wrap(err)
 	}
-	out, err := decodeReplies(raw, len(calls))
+	out, err := decodeReplies(raw, len(calls), known)
 	if err != nil {
 		return nil, fmt.Errorf("limiter %q: %w", key.Name, err)
 	}
@@ -39,8 +39,9 @@ func (s *Store) runCalls(ctx context.Context, key redlimit.Key, known redlimit.C
 }
 
 // decodeReplies reads limiter.lua's reply to calls calls, trusting nothing
-// of its shape.
-func decodeReplies(raw any, calls int) ([]reply, error) {
+// of its shape. The reply carries the stored config only when it is not the
+// one the client sent (known).
+func decodeReplies(raw any, calls int, known redlimit.Config) ([]reply, error) {
 	r, err := asArray(raw, 1)
 	if err != nil {
 		return nil, err
@@ -54,25 +55,32 @@ func decodeReplies(raw any, calls int) ([]reply, error) {
 		}
 		return nil, fmt.Errorf("%w: script reply %v", redlimit.ErrCorrupt, r[0])
 	}
-	if len(r) != 8+4*calls {
-		return nil, fmt.Errorf("%w: script reply has %d elements, want %d", redlimit.ErrCorrupt, len(r), 8+4*calls)
-	}
 	now, ok := r[0].(int64)
 	if !ok {
 		return nil, fmt.Errorf("%w: script reply time is %T", redlimit.ErrCorrupt, r[0])
 	}
-	cfg, err := decodeConfig(r[1:8])
-	if err != nil {
-		return nil, err
+	cfg, first := known, 2
+	switch {
+	case r[1] == int64(0) && known.Rate != 0:
+	case r[1] == int64(1) && len(r) >= 9:
+		if cfg, err = decodeConfig(r[2:9]); err != nil {
+			return nil, err
+		}
+		first = 9
+	default:
+		return nil, fmt.Errorf("%w: script reply config flag %v", redlimit.ErrCorrupt, r[1])
+	}
+	if len(r) != first+4*calls {
+		return nil, fmt.Errorf("%w: script reply has %d elements, want %d", redlimit.ErrCorrupt, len(r), first+4*calls)
 	}
 	out := make([]reply, calls)
 	for i := range out {
 		o := &out[i]
 		o.now, o.cfg = now, cfg
-		for j, p := range []*int64{&o.code, &o.value, &o.wait, &o.at} {
-			v, ok := r[8+4*i+j].(int64)
+		for j, p := range [4]*int64{&o.code, &o.value, &o.wait, &o.at} {
+			v, ok := r[first+4*i+j].(int64)
 			if !ok {
-				return nil, fmt.Errorf("%w: script reply element %d is %T", redlimit.ErrCorrupt, 8+4*i+j, r[8+4*i+j])
+				return nil, fmt.Errorf("%w: script reply element %d is %T", redlimit.ErrCorrupt, first+4*i+j, r[first+4*i+j])
 			}
 			*p = v
 		}

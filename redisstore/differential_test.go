@@ -136,7 +136,7 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 	for step := 0; step < ops; step++ {
 		if *diffTrace {
 			t.Logf("step %d: t=%v cfg=%v pending=%d state=%v log=%v", step, clk.Now().Sub(storetest.T0), cfg, len(pending),
-				rdb.HGetAll(ctx, red.Prefix()+"{trace}:state").Val(), rdb.LRange(ctx, red.Prefix()+"{trace}:log", 0, -1).Val())
+				rdb.HGetAll(ctx, red.Prefix()+"{trace}").Val(), rdb.LRange(ctx, red.Prefix()+"{trace}:log", 0, -1).Val())
 		}
 		client := clients[rng.IntN(len(clients))]
 		key := redlimit.Key{Name: name, Client: client}

@@ -92,7 +92,7 @@ func TestFailovers(t *testing.T) {
 	}
 	admin := newClient().(*redis.ClusterClient)
 	defer admin.Close()
-	key := "redlimit:{faults}:config"
+	key := "redlimit:{faults}"
 	slot := admin.ClusterKeySlot(ctx, key).Val()
 	nodeClient := func(addr string) *redis.Client { return redis.NewClient(&redis.Options{Addr: addr}) }
 	// owner returns the address and ID of the primary serving the slot.

@@ -30,13 +30,13 @@ func FuzzKeys(f *testing.F) {
 			return // refused before any key is made
 		}
 		ka := limiterKeys(DefaultPrefix, a)
-		tag := hashTag(ka.config)
-		for _, k := range append(ka.scriptKeys(client), ka.state, ka.log) {
+		tag := hashTag(ka.limiter)
+		for _, k := range ka.scriptKeys(client) {
 			if hashTag(k) != tag {
-				t.Fatalf("name %q client %q: key %q has tag %q, config has %q", a, client, k, hashTag(k), tag)
+				t.Fatalf("name %q client %q: key %q has tag %q, the limiter hash has %q", a, client, k, hashTag(k), tag)
 			}
 		}
-		if a != b && hashTag(limiterKeys(DefaultPrefix, b).config) == tag {
+		if a != b && hashTag(limiterKeys(DefaultPrefix, b).limiter) == tag {
 			t.Fatalf("names %q and %q share the tag %q", a, b, tag)
 		}
 	})
@@ -72,7 +72,8 @@ func FuzzDecodeConfig(f *testing.F) {
 // FuzzDecodeReply: any reply (array of integers, strings and nils, of any
 // length) decodes to replies or a typed error; never a panic.
 func FuzzDecodeReply(f *testing.F) {
-	f.Add([]byte{4, 1, 5, 9, 13, 17, 21, 25, 8, 12, 16, 20}, "sliding-log", "overall", "10")
+	f.Add([]byte{4, 4, 1, 5, 9, 13, 17, 21, 25, 8, 12, 16, 20}, "sliding-log", "overall", "10")
+	f.Add([]byte{4, 128, 8, 12, 16, 20}, "", "", "")
 	f.Add([]byte{0xff}, "", "", "")
 	f.Fuzz(func(t *testing.T, shape []byte, a, m, r string) {
 		var v []any
@@ -92,7 +93,13 @@ func FuzzDecodeReply(f *testing.F) {
 		if len(shape) > 0 && shape[0] == 7 {
 			raw = string(shape) // not even an array
 		}
-		outs, err := decodeReplies(raw, 1)
+		// The client may or may not have known a config.
+		var known redlimit.Config
+		if len(shape) > 1 && shape[1]%2 == 1 {
+			known = redlimit.PerSecond(10)
+			known, _ = known.Normalize()
+		}
+		outs, err := decodeReplies(raw, 1, known)
 		if err != nil {
 			if !errors.Is(err, redlimit.ErrCorrupt) && !errors.Is(err, redlimit.ErrNotInitialized) {
 				t.Fatalf("decodeReply(%v) = %v: untyped", raw, err)

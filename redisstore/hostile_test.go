@@ -121,7 +121,7 @@ func TestNoKeyWithoutTTL(t *testing.T) {
 	keys := rdb.Keys(ctx, s.Prefix()+"*").Val()
 	for _, k := range keys {
 		ttl := rdb.PTTL(ctx, k).Val()
-		if strings.HasSuffix(k, ":config") != (ttl < 0) {
+		if strings.HasSuffix(k, "}") != (ttl < 0) {
 			t.Errorf("%s: TTL %v", k, ttl)
 		}
 	}
@@ -130,7 +130,7 @@ func TestNoKeyWithoutTTL(t *testing.T) {
 	for {
 		left := 0
 		for _, k := range rdb.Keys(ctx, s.Prefix()+"*").Val() {
-			if !strings.HasSuffix(k, ":config") {
+			if !strings.HasSuffix(k, "}") {
 				left++
 			}
 		}

@@ -11,18 +11,23 @@ const DefaultPrefix = "redlimit:"
 // the escaped name in braces, so one script can touch them all; escaping the
 // braces (and the escape character) keeps a name from choosing another tag and
 // keeps distinct names on distinct keys.
+//
+// PREFIX{name} is the limiter hash: its config and its Overall state, one
+// small key (token bucket: ~170 bytes in Redis). PREFIX{name}:log is the
+// Overall sliding-log list; PREFIX{name}:state:CLIENT and
+// PREFIX{name}:log:CLIENT are a PerClient client's state and list.
 type keys struct {
-	config, state, log string
+	limiter, log, base string
 }
 
 var nameEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
 func limiterKeys(prefix, name string) keys {
-	base := prefix + "{" + nameEscaper.Replace(name) + "}:"
-	return keys{config: base + "config", state: base + "state", log: base + "log"}
+	limiter := prefix + "{" + nameEscaper.Replace(name) + "}"
+	return keys{limiter: limiter, log: limiter + ":log", base: limiter + ":"}
 }
 
 // scriptKeys lists the KEYS of limiter.lua for client.
 func (k keys) scriptKeys(client string) []string {
-	return []string{k.config, k.state, k.log, k.state + ":" + client, k.log + ":" + client}
+	return []string{k.limiter, k.log, k.base + "state:" + client, k.base + "log:" + client}
 }

@@ -7,10 +7,11 @@
 // reads the time from Redis itself, so clients whose clocks disagree still
 // share one timeline. Scripts write, so they always run on the primary.
 //
-// Keys: PREFIX{name}:config (a hash that persists until Delete or Expire),
-// PREFIX{name}:state and PREFIX{name}:log (Overall), and the same with
-// :CLIENTID appended (PerClient). State keys expire on their own once idle
-// long enough that forgetting them changes no answer.
+// Keys: PREFIX{name}, a small hash holding the config and the Overall state,
+// which persists until Delete or Expire; PREFIX{name}:log, the Overall
+// sliding-log list; PREFIX{name}:state:CLIENT and PREFIX{name}:log:CLIENT
+// (PerClient). Keys that hold only state expire on their own once idle long
+// enough that forgetting them changes no answer.
 package redisstore
 
 import (
@@ -283,7 +284,7 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	ca := configArgs(c)
 	args := append([]any{h}, ca[:4]...)
 	args = append(args, redlimit.NewEpoch(), c.Burst, c.Capacity)
-	raw, err := s.eval(ctx, setConfigScript, true, []string{k.config, k.state, k.log}, args...)
+	raw, err := s.eval(ctx, setConfigScript, true, []string{k.limiter, k.log}, args...)
 	if err != nil {
 		return redlimit.Config{}, false, wrap(err)
 	}
@@ -303,7 +304,7 @@ func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error
 	if err := redlimit.ValidateName(name); err != nil {
 		return redlimit.Config{}, err
 	}
-	raw, err := s.eval(ctx, configScript, false, []string{limiterKeys(s.prefix, name).config})
+	raw, err := s.eval(ctx, configScript, false, []string{limiterKeys(s.prefix, name).limiter})
 	if err != nil {
 		return redlimit.Config{}, wrap(err)
 	}
@@ -424,8 +425,8 @@ func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
 	existed, err := within(s, ctx, func(ctx context.Context) (bool, error) {
 		var exists *redis.IntCmd
 		_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			exists = p.Exists(ctx, k.config)
-			p.Del(ctx, k.config, k.state, k.log)
+			exists = p.Exists(ctx, k.limiter)
+			p.Del(ctx, k.limiter, k.log)
 			return nil
 		})
 		return err == nil && exists.Val() == 1, err
@@ -445,7 +446,7 @@ func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (boo
 		return false, err
 	}
 	ok, err := within(s, ctx, func(ctx context.Context) (bool, error) {
-		return s.rdb.PExpire(ctx, limiterKeys(s.prefix, name).config, ttl).Result()
+		return s.rdb.PExpire(ctx, limiterKeys(s.prefix, name).limiter, ttl).Result()
 	})
 	if err != nil {
 		return false, wrap(err)
@@ -459,7 +460,7 @@ func (s *Store) ClearExpire(ctx context.Context, name string) (bool, error) {
 		return false, err
 	}
 	ok, err := within(s, ctx, func(ctx context.Context) (bool, error) {
-		return s.rdb.Persist(ctx, limiterKeys(s.prefix, name).config).Result()
+		return s.rdb.Persist(ctx, limiterKeys(s.prefix, name).limiter).Result()
 	})
 	if err != nil {
 		return false, wrap(err)

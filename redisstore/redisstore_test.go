@@ -77,13 +77,13 @@ func TestKeysExpire(t *testing.T) {
 	}
 	keys, err := rdb.Keys(ctx, s.Prefix()+"*").Result()
 	if err != nil || len(keys) != 3 {
-		t.Fatalf("keys = %v, %v; want config, state and log of client c1", keys, err)
+		t.Fatalf("keys = %v, %v; want the limiter hash, state and log of client c1", keys, err)
 	}
 	for _, k := range keys {
 		ttl := rdb.PTTL(ctx, k).Val()
-		if strings.HasSuffix(k, ":config") {
+		if strings.HasSuffix(k, "}") { // the limiter hash: config and Overall state
 			if ttl != -1 {
-				t.Errorf("config %s has TTL %v; want none", k, ttl)
+				t.Errorf("limiter hash %s has TTL %v; want none", k, ttl)
 			}
 			continue
 		}
@@ -138,14 +138,14 @@ func TestCorruptData(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, rdb)
 	l, _ := redlimit.New(s, "corrupt")
-	if err := rdb.Set(ctx, s.Prefix()+"{corrupt}:config", "x", 0).Err(); err != nil {
+	if err := rdb.Set(ctx, s.Prefix()+"{corrupt}", "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.TryAcquire(ctx, 1); !errors.Is(err, redlimit.ErrCorrupt) {
 		t.Fatalf("config of the wrong type: %v; want ErrCorrupt", err)
 	}
-	rdb.Del(ctx, s.Prefix()+"{corrupt}:config")
-	rdb.HSet(ctx, s.Prefix()+"{corrupt}:config", "algorithm", "sliding-log", "mode", "overall", "rate", "abc", "interval", "1000", "epoch", "1")
+	rdb.Del(ctx, s.Prefix()+"{corrupt}")
+	rdb.HSet(ctx, s.Prefix()+"{corrupt}", "A", "sliding-log", "M", "overall", "R", "abc", "I", "1000", "E", "1")
 	if _, err := l.TryAcquire(ctx, 1); !errors.Is(err, redlimit.ErrCorrupt) {
 		t.Fatalf("unreadable rate: %v; want ErrCorrupt", err)
 	}

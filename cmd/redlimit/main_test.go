@@ -460,8 +460,8 @@ func TestRedisURLFromEnv(t *testing.T) {
 	if r := call(t, d, "get", "env", "--prefix", "other:"); r.code != 2 || !strings.Contains(r.stderr, "not initialized") {
 		t.Errorf("get --prefix other: %s; want nothing there", r)
 	}
-	if v, err := srv.Client(t).Exists(context.Background(), "redlimit:{env}:config").Result(); err != nil || v != 1 {
-		t.Errorf("key redlimit:{env}:config: exists %d, %v; want the default prefix", v, err)
+	if v, err := srv.Client(t).Exists(context.Background(), "redlimit:{env}").Result(); err != nil || v != 1 {
+		t.Errorf("key redlimit:{env}: exists %d, %v; want the default prefix", v, err)
 	}
 }
 

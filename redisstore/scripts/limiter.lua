@@ -1,16 +1,21 @@
--- limiter.lua: a batch of calls on one limiter (one log: the Overall one or
--- one client's), atomically, under any algorithm. The rules are those of
+-- limiter.lua: a batch of calls on one limiter (one state: the Overall one
+-- or one client's), atomically, under any algorithm. The rules are those of
 -- algorithm/<name> (the Go code is the truth; differential tests hold this
 -- script to it decision for decision, calls of a batch being taken one after
 -- another at the same instant). Section by section it follows the Go files:
--- prelude, then sliding-log, fixed-window, sliding-counter, token-bucket and
--- leaky-bucket, then the batch loop. The state is loaded once and written
+-- prelude, then sliding-log, fixed-window and sliding-counter, token-bucket
+-- and leaky-bucket, then the batch loop. The state is loaded once and written
 -- once per batch; that is what makes a batch cheaper than its calls alone.
+-- Functions are made once per run, never per call, and a call only touches
+-- Redis where its algorithm keeps a list (the sliding log).
 --
--- KEYS[1] config hash {algorithm, mode, rate, interval (ms), epoch, burst, capacity}
--- KEYS[2] Overall state hash, KEYS[3] Overall list (log entries or windows:
---         [at1, permits1, at2, permits2, ...], oldest first)
--- KEYS[4] this client's state hash, KEYS[5] this client's list (PerClient)
+-- KEYS[1] the limiter hash: its config (fields A algorithm, M mode, R rate,
+--         I interval ms, E epoch, B burst, C capacity; B and C absent when 0)
+--         and its Overall state (the lower-case fields below). It persists
+--         until Delete or Expire; the state in it counts as empty past x.
+-- KEYS[2] the Overall sliding-log list: [at1, permits1, at2, permits2, ...],
+--         oldest first (the only algorithm whose state is a list)
+-- KEYS[3] this client's state hash (PerClient), KEYS[4] its sliding-log list
 -- ARGV[1] now in ms, or "" to read Redis TIME (the default: one clock for all clients)
 -- ARGV[2..8] the config the client knows (algorithm, mode, rate, interval,
 --            epoch, burst, capacity), restored when the stored one is missing;
@@ -20,23 +25,27 @@
 --   n     permits (acquire, cancel, release)
 --   arg   acquire: maximum wait in ms (-1: no bound); cancel: instant of the reservation
 --
--- State hash fields: e epoch, l last now seen, x expiry (the state counts as
--- empty from then on), and per algorithm: t total (sliding-log), a tail
--- (sliding-counter), o owed and s scale (buckets).
+-- State fields: l last now seen, x expiry (the state counts as empty from
+-- then on), e epoch (a client's hash only: the limiter hash's state always
+-- belongs to its config, setconfig.lua clears it on a new epoch), and per
+-- algorithm: t total (sliding-log), w windows "start permits start permits
+-- ..." oldest first (fixed-window, sliding-counter), a tail (sliding-counter),
+-- o owed and s scale (buckets).
 --
 -- Reply: {-1} not initialized, {-3} stored config unreadable, or
---   {now, algorithm, mode, rate, interval, epoch, burst, capacity,
---    then for each call: code, value, wait, at}
+--   {now, 0, then for each call: code, value, wait, at} when the stored
+--   config is the one the client sent, else
+--   {now, 1, algorithm, mode, rate, interval, epoch, burst, capacity, then the calls}
 --   code  1 granted / done, 0 refused, -2 permits exceed the most grantable at once
 --   value acquire, available: permits left; cancel, release: permits handed back
 --   wait  acquire: ms until at when granted, retry-after when refused
 -- Errors are replies, never raw Lua errors.
 
 ---------------------------------------------------------------- prelude
-local op, n, arg3 -- the call being made: set by the batch loop
-local function str(x) return string.format('%d', x) end
+local floor, fmt, tonumber = math.floor, string.format, tonumber
+local function str(x) return fmt('%d', x) end
 local function later(a, b) if a > b then return a end return b end
-local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
+local function ceildiv(a, b) return floor((a + b - 1) / b) end
 
 local injected = ARGV[1] ~= ''
 local now
@@ -44,25 +53,37 @@ if injected then
   now = tonumber(ARGV[1])
 else
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
 end
 
-local fields = {'algorithm', 'mode', 'rate', 'interval', 'epoch', 'burst', 'capacity'}
-local cfg = redis.call('HMGET', KEYS[1], unpack(fields))
+-- One read gives the config and the Overall state.
+local H = {}
+local raw = redis.call('HGETALL', KEYS[1])
+for i = 1, #raw, 2 do H[raw[i]] = raw[i + 1] end
+local cfg = {H.A, H.M, H.R, H.I, H.E, H.B or '0', H.C or '0'}
+local same = true -- the stored config is the one the client sent
 if not cfg[1] and not cfg[3] then
   if ARGV[2] == '' then return {-1} end
   cfg = {ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]}
-  redis.call('HSET', KEYS[1], 'algorithm', cfg[1], 'mode', cfg[2], 'rate', cfg[3], 'interval', cfg[4],
-    'epoch', cfg[5], 'burst', cfg[6], 'capacity', cfg[7])
+  local set = {'A', cfg[1], 'M', cfg[2], 'R', cfg[3], 'I', cfg[4], 'E', cfg[5]}
+  if cfg[6] ~= '0' then set[#set + 1] = 'B'; set[#set + 1] = cfg[6] end
+  if cfg[7] ~= '0' then set[#set + 1] = 'C'; set[#set + 1] = cfg[7] end
+  -- A limiter hash without a config holds no state either: start it afresh.
+  if #raw > 0 then redis.call('DEL', KEYS[1]) end
+  redis.call('HSET', KEYS[1], unpack(set))
+  H = {}
+else
+  for i = 1, 7 do
+    if cfg[i] ~= ARGV[i + 1] then same = false end
+  end
 end
-local alg = cfg[1]
+local alg, mode = cfg[1], cfg[2]
 local rate, interval, epoch = tonumber(cfg[3]), tonumber(cfg[4]), tonumber(cfg[5])
-local burst, capacity = tonumber(cfg[6] or '0'), tonumber(cfg[7] or '0')
-if (cfg[2] ~= 'overall' and cfg[2] ~= 'per-client') or not rate or rate < 1 or not interval
+local burst, capacity = tonumber(cfg[6]), tonumber(cfg[7])
+if (mode ~= 'overall' and mode ~= 'per-client') or not rate or rate < 1 or not interval
     or interval < 1 or not epoch or not burst or not capacity then
   return {-3}
 end
-local function reply(code, value, wait, at) return {code, value, wait, at} end
 
 -- The most one request can be granted; checked before any state is touched.
 local most = rate
@@ -72,19 +93,36 @@ if alg ~= 'sliding-log' and alg ~= 'fixed-window' and alg ~= 'sliding-counter'
   return {-3}
 end
 
-local stateKey, listKey = KEYS[2], KEYS[3]
-if cfg[2] == 'per-client' then stateKey, listKey = KEYS[4], KEYS[5] end
--- The buckets keep all their state in the hash; the others a list too.
-local hasList = alg ~= 'token-bucket' and alg ~= 'leaky-bucket'
+-- The state fields, and which of them the stored state has.
+local stateFields = {'l', 'x', 't', 'w', 'a', 'o', 's', 'e'}
+local perClient = mode == 'per-client'
+local stateKey, listKey = KEYS[1], KEYS[2]
+if perClient then
+  stateKey, listKey = KEYS[3], KEYS[4]
+  H = {}
+  raw = redis.call('HGETALL', stateKey)
+  for i = 1, #raw, 2 do H[raw[i]] = raw[i + 1] end
+end
+local hasList = alg == 'sliding-log'
+local S, stored = {}, {}
+for _, f in ipairs(stateFields) do
+  if H[f] then
+    stored[f] = true
+    if f ~= 'w' then S[f] = tonumber(H[f]) end
+  end
+end
+-- W holds the windows of fixed-window and sliding-counter, oldest first.
+local W = {}
+if H.w then
+  for v in string.gmatch(H.w, '%S+') do W[#W + 1] = tonumber(v) end
+end
 
--- Load the state once; state of another epoch (a reset) is discarded.
-local S = {}
-local raw = redis.call('HGETALL', stateKey)
-for i = 1, #raw, 2 do S[raw[i]] = tonumber(raw[i + 1]) end
-if #raw > 0 and S.e ~= epoch then
+-- State of another epoch (a reset) is discarded; so is a list whose state
+-- is gone.
+if perClient and next(stored) and S.e ~= epoch then
   redis.call('DEL', stateKey, listKey)
-  S = {}
-elseif #raw == 0 and hasList and redis.call('EXISTS', listKey) == 1 then
+  S, W, stored = {}, {}, {}
+elseif not S.l and hasList and redis.call('EXISTS', listKey) == 1 then
   redis.call('DEL', listKey)
 end
 local dirty = false -- S changed: write it at the end of the batch
@@ -107,44 +145,93 @@ end
 
 -- save ends every change: the state with its expiry, or nothing when it is
 -- empty (the list goes at once; the hash is written once, after the batch).
-local function save(fieldsToSet, newExpiry)
+local function save(newExpiry)
   dirty = true
   if not newExpiry then
     if hasList then redis.call('DEL', listKey) end
-    S = {}
+    S, W = {}, {}
     return
   end
-  S = {e = epoch, l = now, x = newExpiry}
-  for k, v in pairs(fieldsToSet) do S[k] = v end
+  S.l, S.x = now, newExpiry
 end
 
--- flush writes the state once: the hash, and the keys' TTL (the expiry).
+-- flush writes the state once: its fields, and the TTL of the keys that
+-- hold only state (the limiter hash keeps its config, and its own TTL).
 local function flush()
   if not dirty then return end
-  if not S.x then
+  if perClient and not S.x then
     redis.call('DEL', stateKey)
     return
   end
-  local args = {}
-  for k, v in pairs(S) do
-    table.insert(args, k)
-    table.insert(args, str(v))
+  if perClient then S.e = epoch end
+  local set, gone = {}, {}
+  for _, f in ipairs(stateFields) do
+    local v = S[f]
+    if f == 'w' and S.x and #W > 0 then
+      local parts = {}
+      for i = 1, #W do parts[i] = str(W[i]) end
+      v = table.concat(parts, ' ')
+    end
+    if v then
+      set[#set + 1] = f
+      if type(v) == 'number' then v = str(v) end
+      set[#set + 1] = v
+    elseif stored[f] then
+      gone[#gone + 1] = f
+    end
   end
-  redis.call('HSET', stateKey, unpack(args))
+  if #gone > 0 then redis.call('HDEL', stateKey, unpack(gone)) end
+  if #set > 0 then redis.call('HSET', stateKey, unpack(set)) end
+  if not S.x then return end
   -- With a caller's clock Redis still expires keys by its own, so keep them
   -- a minute longer (the x field decides when the state counts as empty).
   local ttl = S.x - now
   if injected then ttl = ttl + 60000 end
   if ttl < 1 then ttl = 1 end
-  redis.call('PEXPIRE', stateKey, ttl)
+  if perClient then redis.call('PEXPIRE', stateKey, ttl) end
   if hasList then redis.call('PEXPIRE', listKey, ttl) end
 end
 
--- List helpers: the list holds pairs [instant, permits], oldest first.
+local out -- the reply; each call appends code, value, wait, at
+local function reply(code, value, wait, at)
+  local k = #out
+  out[k + 1], out[k + 2], out[k + 3], out[k + 4] = code, value, wait, at
+end
+
+---------------------------------------------------------------- sliding-log
+-- The list holds pairs [instant, permits], oldest first. Within a batch its
+-- tail and its expired head are read once and then followed in Lua.
+local tailAt, tailPermits, tailKnown = nil, 0, false
+local headK, headSum, headCut = 0, 0, nil -- head pairs before headCut: list elements, permits
+
 local function tail()
-  local t = redis.call('LRANGE', listKey, -2, -1)
-  if #t < 2 then return nil, 0 end
-  return tonumber(t[1]), tonumber(t[2])
+  if not tailKnown then
+    local t = redis.call('LRANGE', listKey, -2, -1)
+    if #t < 2 then tailAt, tailPermits = nil, 0 else tailAt, tailPermits = tonumber(t[1]), tonumber(t[2]) end
+    tailKnown = true
+  end
+  return tailAt, tailPermits
+end
+
+-- Pairs at the head at or before cut: their count as list elements and
+-- their permits.
+local function head_before(cut)
+  if headCut == cut then return headK, headSum end
+  local idx, sum = 0, 0
+  while true do
+    local chunk = redis.call('LRANGE', listKey, idx, idx + 63)
+    local i = 1
+    while i < #chunk do
+      if tonumber(chunk[i]) > cut then break end
+      sum = sum + tonumber(chunk[i + 1])
+      i = i + 2
+    end
+    idx = idx + i - 1
+    if i <= #chunk or #chunk < 64 then
+      headK, headSum, headCut = idx, sum, cut
+      return idx, sum
+    end
+  end
 end
 
 -- Walks the pairs from the newest back; f(index, at, permits) returns true to stop.
@@ -164,6 +251,7 @@ end
 -- Takes up to want permits from the pair at index idx, dropping it when emptied.
 local function take(idx, permits, want)
   if want > permits then want = permits end
+  tailKnown, headCut = false, nil
   if want == permits then
     redis.call('LSET', listKey, idx, '-')
     redis.call('LSET', listKey, idx + 1, '-')
@@ -174,66 +262,11 @@ local function take(idx, permits, want)
   return want
 end
 
--- Pairs at the head before cut (at < cut, or at <= cut with inclusive):
--- their count as list elements and their permits.
-local function head_before(cut, inclusive)
-  local idx, sum = 0, 0
-  while true do
-    local chunk = redis.call('LRANGE', listKey, idx, idx + 63)
-    local i = 1
-    while i < #chunk do
-      local at = tonumber(chunk[i])
-      if at > cut or (at == cut and not inclusive) then break end
-      sum = sum + tonumber(chunk[i + 1])
-      i = i + 2
-    end
-    idx = idx + i - 1
-    if i <= #chunk or #chunk < 64 then return idx, sum end
-  end
-end
-
--- Adds n permits to the newest pair if it starts at or after start, else
--- appends a pair (the window-based algorithms' Windows.Add).
-local function add(start, permits)
-  local t, p = tail()
-  if t and t >= start then
-    redis.call('LSET', listKey, -1, str(p + permits))
-  else
-    redis.call('RPUSH', listKey, str(start), str(permits))
-  end
-end
-
--- Takes up to want permits from the newest pair starting at or before t
--- and ending after it, pairs being span long (Windows.Take).
-local function take_at_or_before(t, want, span)
-  local got = 0
-  from_tail(function(idx, a, p)
-    if a > t then return false end
-    if a + span > t then got = take(idx, p, want) end
-    return true
-  end)
-  return got
-end
-
--- Sum of the permits of pairs starting in [from, to) (Windows.Sum); the
--- window lists are a few pairs long.
-local function sum_between(from, to)
-  local all, s = redis.call('LRANGE', listKey, 0, -1), 0
-  for i = 1, #all - 1, 2 do
-    local a = tonumber(all[i])
-    if a >= from and a < to then s = s + tonumber(all[i + 1]) end
-  end
-  return s
-end
-
-local function window_start(t) return t - t % interval end
-
----------------------------------------------------------------- sliding-log
-local function sliding_log()
+local function sliding_log(op, n, arg3)
   local total = S.t or 0
   if op == 'available' then
     if forgotten then return reply(1, rate, 0, 0) end
-    local _, sum = head_before(now - interval, true)
+    local _, sum = head_before(now - interval)
     total = total - sum
     local t = tail()
     if t and t > now then return reply(1, 0, 0, 0) end
@@ -246,33 +279,33 @@ local function sliding_log()
   if forgotten then
     total = 0
   else
-    k, sum = head_before(now - interval, true)
+    k, sum = head_before(now - interval)
     total = total - sum
   end
   local function commit()
     if forgotten then
       redis.call('DEL', listKey)
+      tailAt, tailPermits, tailKnown = nil, 0, true
     elseif k > 0 then
       redis.call('LTRIM', listKey, k, -1)
+      tailKnown = false -- after a change of interval the trim can reach the tail
     end
-    k = 0
+    -- Nothing at or before the cut is left, and within a batch now (and so
+    -- the cut) stays the same.
+    headK, headSum, headCut = 0, 0, now - interval
   end
   local function finish()
     local t = tail()
-    if t then save({t = total}, t + interval) else save({}, nil) end
-  end
-  local function remaining()
-    local t = tail()
-    if t and t > now then return 0 end
-    return later(rate - total, 0)
+    S.t = total
+    if t then save(t + interval) else save(nil) end
   end
 
   if op == 'cancel' then
     commit()
-    local at, got = arg3, 0
+    local got = 0
     from_tail(function(idx, a, p)
-      if a < at then return true end
-      if a == at then got = take(idx, p, n); return true end
+      if a < arg3 then return true end
+      if a == arg3 then got = take(idx, p, n); return true end
     end)
     total = total - got
     finish()
@@ -291,12 +324,13 @@ local function sliding_log()
   end
 
   -- acquire: the earliest instant, at or after now and the tail, where n fit.
-  -- The tail is read once: a tail that has left the window is before now,
-  -- so it changes nothing below whether or not commit drops it.
+  -- A tail that has left the window is before now, so it changes nothing
+  -- below whether or not commit drops it.
   local maxWait = arg3
-  local tailAt, tailPermits = tail()
+  local tAt, tPermits = tail()
+  if forgotten then tAt, tPermits = nil, 0 end
   local at = now
-  if tailAt and tailAt > at then at = tailAt end
+  if tAt and tAt > at then at = tAt end
   local need = total + n - rate
   if need > 0 then
     local dropped, idx, found = 0, k, false
@@ -318,66 +352,126 @@ local function sliding_log()
   local wait = at - now
   if maxWait >= 0 and wait > maxWait then
     local left = later(rate - total, 0)
-    if tailAt and tailAt > now then left = 0 end
+    if tAt and tAt > now then left = 0 end
     return reply(0, left, wait, 0)
   end
   commit()
-  if tailAt and tailAt >= at then -- at is the tail: one entry per instant
-    redis.call('LSET', listKey, -1, str(tailPermits + n))
+  if tAt and tAt >= at then -- at is the tail: one entry per instant
+    tailPermits = tPermits + n
+    redis.call('LSET', listKey, -1, str(tailPermits))
   else
     redis.call('RPUSH', listKey, str(at), str(n))
+    tailAt, tailPermits = at, n
   end
+  tailKnown = true
   total = total + n
-  save({t = total}, at + interval) -- the new tail is at
+  S.t = total
+  save(at + interval) -- the new tail is at
   local left = later(rate - total, 0)
   if at > now then left = 0 end
   return reply(1, left, wait, at)
 end
 
 ---------------------------------------------------------------- fixed-window and sliding-counter
--- Both keep a few windows [start, permits]; the counter also keeps its tail.
-local function windows(counter)
+-- Both keep a few windows in W (algorithm.Windows); the counter also keeps
+-- its tail (S.a).
+local function window_start(t) return t - t % interval end
+
+-- Sum of the permits of windows starting in [from, to) (Windows.Sum).
+local function w_sum(from, to)
+  local s = 0
+  for i = 1, #W - 1, 2 do
+    local a = W[i]
+    if a >= from and a < to then s = s + W[i + 1] end
+  end
+  return s
+end
+
+-- Drops the windows starting before cut (Windows.DropBefore).
+local function w_drop_before(cut)
+  local k = 0
+  while k < #W and W[k + 1] < cut do k = k + 2 end
+  if k > 0 then
+    local kept = {}
+    for i = k + 1, #W do kept[#kept + 1] = W[i] end
+    W = kept
+  end
+end
+
+-- Adds n permits to the newest window if it starts at or after start, else
+-- appends a window (Windows.Add).
+local function w_add(start, permits)
+  local m = #W
+  if m >= 2 and W[m - 1] >= start then
+    W[m] = W[m] + permits
+  else
+    W[m + 1], W[m + 2] = start, permits
+  end
+end
+
+-- Takes up to want permits from the newest window starting at or before t
+-- and ending after it, windows being span long (Windows.Take).
+local function w_take(t, want, span)
+  for i = #W - 1, 1, -2 do
+    local a, p = W[i], W[i + 1]
+    if a <= t then
+      if a + span <= t then return 0 end
+      if want > p then want = p end
+      if want == p then
+        table.remove(W, i + 1)
+        table.remove(W, i)
+      else
+        W[i + 1] = p - want
+      end
+      return want
+    end
+  end
+  return 0
+end
+
+local function w_tail() if #W >= 2 then return W[#W - 1] end return nil end
+
+local function w_counts(t)
+  local w = window_start(t)
+  return w, w_sum(w - interval, w), w_sum(w, w + interval)
+end
+
+local function windows(counter, op, n, arg3)
   local keep = interval -- windows a state keeps after the current one starts
   if counter then keep = 2 * interval end
   local tailAt = S.a or 0
   if forgotten then
     -- Past its expiry the state is empty, and a call on an empty state is
     -- always granted (or only reads): clearing it now is no refusal's write.
-    if op ~= 'available' then redis.call('DEL', listKey) end
+    if op ~= 'available' then W = {} end
     tailAt = 0
-  end
-  local function prune()
-    local k = head_before(window_start(now) - keep + interval, false)
-    if k > 0 then redis.call('LTRIM', listKey, k, -1) end
-  end
-  local function counts(t)
-    local w = window_start(t)
-    return w, sum_between(w - interval, w), sum_between(w, w + interval)
   end
   local function newest_tail(t0)
     if counter then return later(t0, tailAt) end
-    local t = tail()
+    local t = w_tail()
     if t then return later(t0, t) end
     return t0
   end
   local function remaining()
     if newest_tail(now) > now then return 0 end
-    local w, prev, cur = counts(now)
+    local w, prev, cur = w_counts(now)
     local weighed = 0
     if counter then weighed = ceildiv(prev * (interval - (now - w)), interval) end
     return later(rate - cur - weighed, 0)
   end
   local function finish()
-    local t = tail()
+    local t = w_tail()
     if not t then
-      save({}, nil)
-      tailAt = 0 -- an empty state is fresh, tail and all (State.settle)
+      S.a = nil
+      save(nil)
     elseif counter then
-      save({a = tailAt}, window_start(t) + 2 * interval)
+      S.a = tailAt
+      save(window_start(t) + 2 * interval)
     else
-      save({}, window_start(t) + interval)
+      save(window_start(t) + interval)
     end
   end
+  local function prune() w_drop_before(window_start(now) - keep + interval) end
 
   if op == 'available' then
     if forgotten then return reply(1, rate, 0, 0) end
@@ -386,7 +480,7 @@ local function windows(counter)
   end
   if op == 'cancel' then
     prune()
-    local got = take_at_or_before(arg3, n, interval)
+    local got = w_take(arg3, n, interval)
     finish()
     return reply(1, got, 0, 0)
   end
@@ -394,11 +488,11 @@ local function windows(counter)
     prune()
     local got
     if not counter then
-      got = take_at_or_before(now, n, interval)
+      got = w_take(now, n, interval)
     elseif tailAt > now then
-      got = take_at_or_before(window_start(now) - 1, n, 2 * interval)
+      got = w_take(window_start(now) - 1, n, 2 * interval)
     else
-      got = take_at_or_before(now, n, 2 * interval)
+      got = w_take(now, n, 2 * interval)
     end
     finish()
     return reply(1, got, 0, 0)
@@ -409,12 +503,12 @@ local function windows(counter)
   local at = newest_tail(now)
   if counter then
     while true do
-      local w, prev, cur = counts(at)
+      local w, prev, cur = w_counts(at)
       local room = rate - cur - n
       local done = false
       if room >= 0 then
         local e = at - w
-        if prev > 0 then e = later(e, interval - math.floor(room * interval / prev)) end
+        if prev > 0 then e = later(e, interval - floor(room * interval / prev)) end
         if e < interval then at = w + e; done = true end
       end
       if done then break end
@@ -422,7 +516,7 @@ local function windows(counter)
     end
   else
     local w = window_start(at)
-    if sum_between(w, w + interval) + n > rate then at = w + interval end
+    if w_sum(w, w + interval) + n > rate then at = w + interval end
   end
   at = by_expiry(at)
   local wait = at - now
@@ -430,7 +524,7 @@ local function windows(counter)
     return reply(0, remaining(), wait, 0) -- a refusal changes nothing
   end
   prune()
-  add(window_start(at), n)
+  w_add(window_start(at), n)
   if counter then tailAt = at end
   finish()
   return reply(1, remaining(), wait, at)
@@ -438,97 +532,102 @@ end
 
 ---------------------------------------------------------------- token-bucket and leaky-bucket
 -- Both keep a deficit (algorithm.Deficit): owed = permits x scale still to drain.
-local function bucket(leaky)
+local function b_remaining(leaky, owed)
+  if leaky then
+    if floor(owed / rate) > 0 then return 0 end
+    return later(floor((capacity * interval - owed) / interval), 0)
+  end
+  return later(floor((burst * interval - owed) / interval), 0)
+end
+
+local function b_finish(owed)
+  if owed == 0 then
+    S.o, S.s = nil, nil
+    save(nil)
+  else
+    S.o, S.s = owed, interval
+    save(now + ceildiv(owed, rate))
+  end
+end
+
+-- Deficit.GiveBack: hand back only what no later reservation built on.
+local function b_give_back(owed, n, at, hold)
+  local after = later(0, owed - (at - now) * rate - hold)
+  local give = math.min(later(0, n * interval - after), owed)
+  return owed - give, floor(give / interval)
+end
+
+local function bucket(leaky, op, n, arg3)
   local owed, scale = S.o or 0, S.s or 0
   -- Advance (Deficit.Advance).
   if forgotten then owed = 0 end
   if owed > 0 and scale ~= interval then
-    local q, r = math.floor(owed / scale), owed % scale
+    local q, r = floor(owed / scale), owed % scale
     owed = q * interval + ceildiv(r * interval, scale)
   end
   if now - last > 0 then
     if now - last >= ceildiv(owed, rate) then owed = 0 else owed = owed - (now - last) * rate end
   end
-  local function wait_for(o, limit)
-    if o <= limit then return 0 end
-    return ceildiv(o - limit, rate)
-  end
-  local function remaining()
-    if leaky then
-      if math.floor(owed / rate) > 0 then return 0 end
-      return later(math.floor((capacity * interval - owed) / interval), 0)
-    end
-    return later(math.floor((burst * interval - owed) / interval), 0)
-  end
-  local function finish()
-    if owed == 0 then save({}, nil) else save({o = owed, s = interval}, now + ceildiv(owed, rate)) end
-  end
-  -- Deficit.GiveBack: hand back only what no later reservation built on.
-  local function give_back(at, hold)
-    local after = later(0, owed - (at - now) * rate - hold)
-    local give = math.min(later(0, n * interval - after), owed)
-    owed = owed - give
-    return math.floor(give / interval)
-  end
   local hold = burst * interval
   if leaky then hold = n * interval + rate - 1 end
 
-  if op == 'available' then return reply(1, remaining(), 0, 0) end
+  if op == 'available' then return reply(1, b_remaining(leaky, owed), 0, 0) end
   if op == 'cancel' then
-    local at, got = arg3, 0
-    if at > now then got = give_back(at, hold) end
-    finish()
-    return reply(1, got, 0, 0)
-  end
-  if op == 'release' and not leaky then
-    local got = give_back(now, hold)
-    finish()
+    local got = 0
+    if arg3 > now then owed, got = b_give_back(owed, n, arg3, hold) end
+    b_finish(owed)
     return reply(1, got, 0, 0)
   end
   if op == 'release' then
-    finish()
-    return reply(1, 0, 0, 0)
+    local got = 0
+    if not leaky then owed, got = b_give_back(owed, n, now, hold) end
+    b_finish(owed)
+    return reply(1, got, 0, 0)
   end
 
   -- acquire
-  local maxWait = arg3
   local wait, refuse
   if leaky then
-    wait = math.floor(owed / rate) -- whole ms of work ahead, rounded down
-    refuse = wait_for(owed, (capacity - n) * interval) > 0
+    wait = floor(owed / rate) -- whole ms of work ahead, rounded down
+    local limit = (capacity - n) * interval
+    refuse = owed > limit and ceildiv(owed - limit, rate) > 0
   else
-    wait = wait_for(owed + n * interval, burst * interval)
+    local limit, o = burst * interval, owed + n * interval
+    wait = 0
+    if o > limit then wait = ceildiv(o - limit, rate) end
     refuse = false
   end
   wait = by_expiry(now + wait) - now
-  if refuse or (maxWait >= 0 and wait > maxWait) then
-    return reply(0, remaining(), wait, 0) -- a refusal changes nothing
+  if refuse or (arg3 >= 0 and wait > arg3) then
+    return reply(0, b_remaining(leaky, owed), wait, 0) -- a refusal changes nothing
   end
   owed = owed + n * interval
-  finish()
-  return reply(1, remaining(), wait, now + wait)
+  b_finish(owed)
+  return reply(1, b_remaining(leaky, owed), wait, now + wait)
 end
 
 ---------------------------------------------------------------- the batch loop
 local handle
 if alg == 'sliding-log' then handle = sliding_log
-elseif alg == 'fixed-window' then handle = function() return windows(false) end
-elseif alg == 'sliding-counter' then handle = function() return windows(true) end
-elseif alg == 'token-bucket' then handle = function() return bucket(false) end
-else handle = function() return bucket(true) end
+elseif alg == 'fixed-window' then handle = function(op, n, a) return windows(false, op, n, a) end
+elseif alg == 'sliding-counter' then handle = function(op, n, a) return windows(true, op, n, a) end
+elseif alg == 'token-bucket' then handle = function(op, n, a) return bucket(false, op, n, a) end
+else handle = function(op, n, a) return bucket(true, op, n, a) end
 end
 
-local out = {0, cfg[1], cfg[2], cfg[3], cfg[4], cfg[5], str(burst), str(capacity)}
+if same then
+  out = {0, 0}
+else
+  out = {0, 1, cfg[1], cfg[2], cfg[3], cfg[4], cfg[5], cfg[6], cfg[7]}
+end
 for i = 9, #ARGV - 2, 3 do
-  op, n, arg3 = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
-  local r
+  local op, n = ARGV[i], tonumber(ARGV[i + 1])
   if op == 'acquire' and n > most then
-    r = reply(-2, 0, 0, 0)
+    reply(-2, 0, 0, 0)
   else
     begin()
-    r = handle()
+    handle(op, n, tonumber(ARGV[i + 2]))
   end
-  for j = 1, 4 do table.insert(out, r[j]) end
 end
 flush()
 out[1] = now

@@ -28,7 +28,8 @@ var wantSystems = []string{
 
 // TestQuickRun runs the whole benchmark in quick mode (64 callers) for a
 // tiny duration, against the redis-server it starts, and checks the JSON:
-// every system under every workload, no errors, the figures present.
+// every system under every workload (half-peak on Redis only), no errors,
+// the figures present.
 func TestQuickRun(t *testing.T) {
 	dir := t.TempDir()
 	jsonFile, svgFile := filepath.Join(dir, "results.json"), filepath.Join(dir, "bench.svg")
@@ -54,12 +55,21 @@ func TestQuickRun(t *testing.T) {
 	if !slices.Equal(names, wantSystems) {
 		t.Errorf("systems %q, want %q", names, wantSystems)
 	}
-	if len(rep.Results) != len(wantSystems)*len(workloadNames) {
-		t.Errorf("%d results, want %d (every system x workload at 64 callers)", len(rep.Results), len(wantSystems)*len(workloadNames))
+	const inMemorySystems = 3
+	wantCells := len(wantSystems)*len(workloadNames) - inMemorySystems // no half-peak in memory
+	if len(rep.Results) != wantCells {
+		t.Errorf("%d results, want %d (every system x workload at 64 callers, half-peak on Redis only)", len(rep.Results), wantCells)
 	}
 	for _, sys := range wantSystems {
+		onRedis := !strings.HasPrefix(sys, "memstore") && sys != "x/time/rate"
 		for _, w := range workloadNames {
 			r := rep.find(sys, w, 64)
+			if w == halfPeak && !onRedis {
+				if r != nil {
+					t.Errorf("%s measured under half-peak in memory", sys)
+				}
+				continue
+			}
 			if r == nil {
 				t.Errorf("no result for %s / %s / 64 callers", sys, w)
 				continue
@@ -70,7 +80,6 @@ func TestQuickRun(t *testing.T) {
 			if r.Decisions == 0 || !(r.DecisionsPerSec > 0) || !(r.P50Ns > 0) || r.P99Ns < r.P50Ns || r.P999Ns < r.P99Ns {
 				t.Errorf("%s / %s: figures missing: %+v", sys, w, r)
 			}
-			onRedis := !strings.HasPrefix(sys, "memstore") && sys != "x/time/rate"
 			if onRedis && (r.RedisCPUMicros == nil || *r.RedisCPUMicros < 0 || r.BytesPerLimiter == nil) {
 				t.Errorf("%s / %s: no Redis CPU or bytes per limiter: %+v", sys, w, r)
 			}
@@ -79,6 +88,17 @@ func TestQuickRun(t *testing.T) {
 			}
 			if w == "keys" && (r.Limiters != 500 || r.BytesPerLimiter == nil) {
 				t.Errorf("%s / keys: %d limiters, bytes %v", sys, r.Limiters, r.BytesPerLimiter)
+			}
+			// Paced at half the granted cell's throughput, the offered rate
+			// checked (whether it was kept depends on the machine), latency
+			// from the schedule.
+			if g := rep.find(sys, "granted", 64); w == halfPeak && g != nil &&
+				(math.Abs(r.OfferedPerSec-g.DecisionsPerSec/2) > 1e-6*g.DecisionsPerSec || r.OfferedKept == nil || !(r.AchievedFraction > 0) ||
+					!(r.P99RawNs > 0) || !strings.Contains(r.LatencyNote, "scheduled start")) {
+				t.Errorf("%s / half-peak: %+v, granted %v/s", sys, r, g.DecisionsPerSec)
+			}
+			if w == "mixed" && onRedis && (r.OfferedPerSec <= 0 || r.OfferedKept == nil) {
+				t.Errorf("%s / mixed: not paced: %+v", sys, r)
 			}
 		}
 	}
@@ -104,7 +124,18 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("the table has no row for %s:\n%s", sys, stdout.String())
 		}
 	}
-	if !strings.Contains(stderr.String(), "[ 60/60") {
+	if len(rep.HalfPeak) != len(wantSystems)-inMemorySystems {
+		t.Errorf("half-peak checks %+v, want one per Redis system", rep.HalfPeak)
+	}
+	for _, c := range rep.HalfPeak {
+		if c.Callers != 64 || c.TargetNs != 1e6 || !(c.PeakPerSec > 0) || !(c.P99Ns > 0) {
+			t.Errorf("half-peak check %+v", c)
+		}
+		if !strings.Contains(stdout.String(), "p99 latency at half of peak") {
+			t.Errorf("the text has no half-peak lines:\n%s", stdout.String())
+		}
+	}
+	if !strings.Contains(stderr.String(), "[ 72/72") {
 		t.Errorf("no progress on stderr:\n%s", stderr.String())
 	}
 	svg, err := os.ReadFile(svgFile)
@@ -171,5 +202,49 @@ func TestUsage(t *testing.T) {
 		if _, ok := err.(usageError); !ok {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
+	}
+}
+
+// TestOpenLoop: a stall of the system shows in every call due during it
+// when the loop is open (timed from the schedule), in one call when closed
+// (timed from the call); the load generator's own lateness (a sleep woken
+// late) does not count.
+func TestOpenLoop(t *testing.T) {
+	const stall = 60 * time.Millisecond
+	count := func(open bool) (slow, all uint64, p50 float64) {
+		var began time.Time
+		stalled := false
+		tg := &target{n: 1, call: func(context.Context, int) (bool, error) {
+			if began.IsZero() {
+				began = time.Now()
+			}
+			if !stalled && time.Since(began) > 50*time.Millisecond {
+				stalled = true
+				time.Sleep(stall)
+			}
+			return true, nil
+		}}
+		// One caller at 2,000 calls/s: a call every 500 µs, a sleep before
+		// each (often woken up to a millisecond late).
+		ld, err := runLoad(context.Background(), tg, 1, 2000, open, 0, 300*time.Millisecond, 1, func() snapshot { return snapshot{} })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range ld.hist.counts {
+			if bucketMid(i) >= float64(10*time.Millisecond) {
+				slow += c
+			}
+		}
+		t.Logf("open %v: %d of %d calls took 10 ms or more; p50 %s, p99 %s; uncorrected p99 %s, timer lateness p99 %s", open, slow, ld.hist.n,
+			dur(ld.hist.quantile(0.5)), dur(ld.hist.quantile(0.99)), dur(ld.rawHist.quantile(0.99)), dur(ld.lagHist.quantile(0.99)))
+		return slow, ld.hist.n, ld.hist.quantile(0.5)
+	}
+	// Open: the calls due in the stall's first 50 ms waited 10 ms or more
+	// (100 calls; fewer on a loaded machine, where the stall starts late).
+	if slow, all, p50 := count(true); slow < 40 || p50 > float64(2*time.Millisecond) {
+		t.Errorf("open loop: %d of %d calls took 10 ms or more, p50 %v ns; want the stall in about 100 and a short median", slow, all, p50)
+	}
+	if slow, all, _ := count(false); slow > 2 {
+		t.Errorf("paced, closed: %d of %d calls took 10 ms or more, want the stall in 1", slow, all)
 	}
 }

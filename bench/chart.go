@@ -41,6 +41,9 @@ func (rep *report) chartCallers() int {
 
 func (rep *report) chart(w io.Writer) error {
 	callers := rep.chartCallers()
+	// half-peak's decisions/s is half of granted's by construction: not
+	// charted (its figure is latency, in the table).
+	workloads := slices.DeleteFunc(slices.Clone(rep.Settings.Workloads), func(wl string) bool { return wl == halfPeak })
 	type group struct {
 		system string
 		values map[string]float64
@@ -60,7 +63,7 @@ func (rep *report) chart(w io.Writer) error {
 				continue
 			}
 			g := group{system: s.Name, values: map[string]float64{}, notes: map[string]string{}}
-			for _, wl := range rep.Settings.Workloads {
+			for _, wl := range workloads {
 				if r := rep.find(s.Name, wl, callers); r != nil && r.Errors == 0 {
 					g.values[wl] = r.DecisionsPerSec
 					// A bar that did not do what its workload asks says so.
@@ -76,7 +79,7 @@ func (rep *report) chart(w io.Writer) error {
 	if len(panels) == 0 {
 		return errors.New("chart: nothing measured")
 	}
-	nw := len(rep.Settings.Workloads)
+	nw := len(workloads)
 	groupH := nw*(barHeight+barGap) + groupGap
 	height := 70
 	for _, p := range panels {
@@ -93,7 +96,7 @@ func (rep *report) chart(w io.Writer) error {
 	pf(`<rect width="%d" height="%d" fill="white"/>`+"\n", chartWidth, height)
 	pf(`<text x="16" y="26" font-size="16" font-weight="bold">%s</text>`+"\n", esc(title))
 	lx := 16.0
-	for _, wl := range rep.Settings.Workloads {
+	for _, wl := range workloads {
 		pf(`<rect x="%.1f" y="40" width="14" height="14" fill="%s"/>`+"\n", lx, workloadColors[wl])
 		pf(`<text x="%.1f" y="52">%s</text>`+"\n", lx+20, esc(wl))
 		lx += 20 + 7*float64(len(wl)) + 24
@@ -139,7 +142,7 @@ func (rep *report) chart(w io.Writer) error {
 		for k, g := range p.groups {
 			gy := y0 + float64(k*groupH)
 			pf(`<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", chartLeft-8, gy+float64(nw*(barHeight+barGap))/2+4, esc(g.system))
-			for j, wl := range rep.Settings.Workloads {
+			for j, wl := range workloads {
 				by := gy + float64(j*(barHeight+barGap))
 				v, ok := g.values[wl]
 				if !ok {

@@ -71,9 +71,18 @@ type usageError struct {
 
 func (e usageError) Error() string { return e.msg }
 
-// workloads, in the order each cell runs them (mixed is calibrated on
-// granted's throughput).
-var workloadNames = []string{"granted", "denied", "mixed", "keys"}
+// workloads, in the order each cell runs them (mixed and half-peak are
+// calibrated on granted's throughput).
+var workloadNames = []string{"granted", "denied", "mixed", halfPeak, "keys"}
+
+// halfPeak is the workload paced, open loop, at half the system's granted
+// throughput: on Redis only (issue 6: p99 at half of peak on the Redis store).
+const halfPeak = "half-peak"
+
+// measured says whether workload w is measured on s: half-peak is not
+// measured in memory (sleeps cannot pace tens of millions of calls a
+// second, and the target is the Redis store's).
+func measured(s *system, w string) bool { return w != halfPeak || s.Store == onRedis }
 
 // WorkDirEnv, when set, is the directory relative --json and --svg paths are
 // taken from ("redlimit bench" runs the benchmark in bench/ and sets it to
@@ -108,7 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 2*time.Second, "measured time per cell (system x workload x callers)")
 	fs.DurationVar(&o.warmup, "warmup", 100*time.Millisecond, "unmeasured load before each cell's measurement")
 	callers := fs.String("callers", "1,8,64,256", "comma-separated numbers of concurrent callers (goroutines)")
-	workloads := fs.String("workloads", strings.Join(workloadNames, ","), "comma-separated workloads: granted, denied, mixed, keys")
+	workloads := fs.String("workloads", strings.Join(workloadNames, ","), "comma-separated workloads: granted, denied, mixed, half-peak (Redis only), keys")
 	systemsRE := fs.String("systems", "", "only the systems whose name matches this regular expression")
 	fs.IntVar(&o.keys, "keys", 100000, "distinct limiters in the keys workload")
 	fs.StringVar(&o.jsonFile, "json", "", "write every figure and the machine's details to `FILE` (JSON)")
@@ -159,7 +168,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 		o.workloads = append(o.workloads, f)
 	}
-	// Run in the canonical order: mixed follows granted.
+	// Run in the canonical order: mixed and half-peak follow granted.
 	slices.SortStableFunc(o.workloads, func(a, b string) int {
 		return slices.Index(workloadNames, a) - slices.Index(workloadNames, b)
 	})
@@ -261,12 +270,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if e.redisson != nil {
 		rep.Settings.RedissonScript = e.redisson.from
 	}
-	total := len(selected) * len(o.callers) * len(o.workloads)
+	total := 0
+	for _, s := range selected {
+		for _, w := range o.workloads {
+			if measured(s, w) {
+				total += len(o.callers)
+			}
+		}
+	}
 	cell := 0
 	began := time.Now()
 	for _, s := range selected {
 		for _, c := range o.callers {
 			for _, w := range o.workloads {
+				if !measured(s, w) {
+					continue
+				}
 				cell++
 				r, err := runCell(ctx, e, o, rep, s, w, c)
 				if err != nil {
@@ -283,6 +302,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	rep.Settings.TotalSec = time.Since(began).Seconds()
 	rep.Ratios = ratios(rep.Results)
+	rep.HalfPeak = halfPeakChecks(rep)
 	if err := rep.writeText(stdout); err != nil {
 		return err
 	}
@@ -332,7 +352,8 @@ func redraw(o *options, stdout, stderr io.Writer) error {
 // used up before the measurement. mixed: per 100 ms (so that the initial
 // burst is a small part of the cell), half of the system's granted
 // throughput in memory; on Redis the callers are paced at 0.8 x that
-// throughput and the limit is half of it.
+// throughput and the limit is half of it. half-peak: the granted limit,
+// the callers paced (open loop) at 0.5 x the system's granted throughput.
 var (
 	grantedRedis  = limit{Rate: 10_000_000, Interval: time.Second}
 	grantedMemory = limit{Rate: 1 << 30, Interval: time.Second}
@@ -349,26 +370,47 @@ func grantedLimit(s *system) limit {
 
 const mixedInterval = 100 * time.Millisecond
 
+// halfPeakShare is the share of the granted throughput (the peak, same
+// callers) half-peak offers.
+const halfPeakShare = 0.5
+
 // runCell measures system s under workload w with callers callers. A cell
 // during which other processes used more than --max-other-cpu CPUs is
 // measured again, up to --retries times; the least disturbed attempt counts.
 // mixed on Redis is paced (see below); in memory it is a closed loop, and a
 // cell that did not refuse about half is measured again (up to 3 times)
-// with its limit scaled towards half.
+// with its limit scaled towards half. half-peak is paced, open loop, at
+// half the granted throughput, with the granted limit.
 func runCell(ctx context.Context, e *env, o *options, rep *report, s *system, w string, callers int) (result, error) {
 	l, pace := grantedLimit(s), 0.0
+	// peak is the system's granted throughput with these callers.
+	peak := func() (float64, error) {
+		if x := rep.throughput(s.Name, "granted", callers); x > 0 {
+			return x, nil
+		}
+		// granted was not run (or failed): measure it now, unrecorded.
+		cal, err := measureCell(ctx, e, o, s, "granted", callers, grantedLimit(s), 0)
+		if err == nil && !(cal.DecisionsPerSec > 0) {
+			err = errors.New("no decision")
+		}
+		if err != nil {
+			return 0, fmt.Errorf("calibrating %s: %w", w, err)
+		}
+		return cal.DecisionsPerSec, nil
+	}
 	switch w {
 	case "denied":
 		l = deniedLimit
+	case halfPeak:
+		x, err := peak()
+		if err != nil {
+			return result{System: s.Name, Store: s.Store, Workload: w, Callers: callers}, err
+		}
+		pace = halfPeakShare * x
 	case "mixed":
-		x := rep.throughput(s.Name, "granted", callers)
-		if x <= 0 {
-			// granted was not run (or failed): measure it now, unrecorded.
-			cal, err := measureCell(ctx, e, o, s, "granted", callers, grantedLimit(s), 0)
-			if err != nil {
-				return cal, fmt.Errorf("calibrating mixed: %w", err)
-			}
-			x = cal.DecisionsPerSec
+		x, err := peak()
+		if err != nil {
+			return result{System: s.Name, Store: s.Store, Workload: w, Callers: callers}, err
 		}
 		share := 0.5 // of x, per second
 		if s.Store == onRedis {
@@ -465,13 +507,17 @@ func measureCell(ctx context.Context, e *env, o *options, s *system, w string, c
 	if s.Store == inMemory {
 		timeEvery = 64
 	}
-	ld, err := runLoad(ctx, t, callers, pace, o.warmup, o.duration, timeEvery, func() snapshot { return e.snap(ctx) })
+	open := w == halfPeak
+	ld, err := runLoad(ctx, t, callers, pace, open, o.warmup, o.duration, timeEvery, func() snapshot { return e.snap(ctx) })
 	if err != nil {
 		return r, err
 	}
 	r.fill(&ld)
 	if timeEvery > 1 {
 		r.LatencyNote = fmt.Sprintf("1 call in %d timed", timeEvery)
+	}
+	if open {
+		r.LatencyNote = "from the scheduled start (open loop), the load generator's timer lateness taken out"
 	}
 
 	// Bytes per limiter.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/bits"
 	"sync"
@@ -71,6 +72,10 @@ type load struct {
 	seconds                  float64 // the measured window
 	hist                     hist
 	before, after            snapshot // CPU counters at the window's ends
+	// Open loop only (see runLoad): latency from the scheduled start as
+	// measured, the load generator's own timer lateness included; and that
+	// lateness, of the calls whose caller slept until their time.
+	rawHist, lagHist hist
 }
 
 func (l *load) decisions() uint64 { return l.granted + l.refused }
@@ -81,7 +86,11 @@ type worker struct {
 	hist                     hist
 	granted, refused, errors uint64
 	firstErr                 error
+	open                     *openTally // open loop only
 }
+
+// openTally is an open-loop caller's extra histograms (see load).
+type openTally struct{ raw, lag hist }
 
 // Phases of a run.
 const (
@@ -97,9 +106,26 @@ const (
 // counters at the window's ends. Limiters are visited round-robin, each
 // caller starting at its own offset. With pace > 0 the callers are paced,
 // offering pace requests per second in all on a fixed schedule (a caller
-// that falls behind calls back to back; latency is timed from the call, not
-// from its scheduled time).
-func runLoad(ctx context.Context, t *target, callers int, pace float64, warmup, dur time.Duration, timeEvery int, snap func() snapshot) (load, error) {
+// that falls behind calls back to back).
+//
+// Paced, closed (open false: the mixed workload), latency is timed from the
+// call, and a caller more than 100 intervals behind (a stall) drops the
+// calls it missed. Open (the half-peak workload), latency is timed from each
+// call's scheduled start, so that a call held up behind a slow one counts
+// its wait (no coordinated omission), and the schedule is never dropped.
+// The load generator's own lateness is taken out: Go wakes a sleep of less
+// than a millisecond up to a millisecond late when the process is idle, and
+// that would count as the system's. Each caller's calls are queued on their
+// schedule with the durations measured (a call starts at its scheduled
+// time or when the one before it ends, whichever is later), and a call's
+// latency is its end in that queue less its scheduled start; with a punctual
+// timer this is exactly the latency from the scheduled start. The
+// uncorrected figure and the timer's lateness are kept too (load.rawHist,
+// load.lagHist). Open requires timeEvery 1.
+func runLoad(ctx context.Context, t *target, callers int, pace float64, open bool, warmup, dur time.Duration, timeEvery int, snap func() snapshot) (load, error) {
+	if open && (pace <= 0 || timeEvery != 1) {
+		return load{}, errors.New("an open loop is paced and times every call")
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var phase atomic.Int32
@@ -107,24 +133,31 @@ func runLoad(ctx context.Context, t *target, callers int, pace float64, warmup, 
 	var wg sync.WaitGroup
 	for g := range workers {
 		w := &worker{}
+		if open {
+			w.open = &openTally{}
+		}
 		workers[g] = w
 		wg.Add(1)
 		go func(g, start int) {
 			defer wg.Done()
 			i := start
 			var interval time.Duration
-			var next time.Time
+			var next, queueEnd time.Time // queueEnd: open loop, see above
 			if pace > 0 {
 				interval = time.Duration(float64(callers) / pace * float64(time.Second))
 				next = time.Now().Add(interval * time.Duration(g) / time.Duration(callers)) // staggered
 			}
 			for k := 0; phase.Load() != stopping; k++ {
+				var sched time.Time // this call's scheduled start
+				slept := false
 				if pace > 0 {
 					if d := time.Until(next); d > 0 {
 						time.Sleep(d) // the schedule: a fixed offered load
-					} else if -d > 100*interval {
+						slept = true
+					} else if !open && -d > 100*interval {
 						next = time.Now() // far behind (a stall): no burst to catch up
 					}
+					sched = next
 					next = next.Add(interval)
 				}
 				timed := k%timeEvery == 0
@@ -133,9 +166,15 @@ func runLoad(ctx context.Context, t *target, callers int, pace float64, warmup, 
 					t0 = time.Now()
 				}
 				ok, err := t.call(cctx, i)
-				var d time.Duration
+				var d, raw, lag time.Duration
 				if timed {
-					d = time.Since(t0)
+					t1 := time.Now()
+					d = t1.Sub(t0)
+					if open {
+						raw, lag = t1.Sub(sched), t0.Sub(sched)
+						queueEnd = later(sched, queueEnd).Add(d)
+						d = queueEnd.Sub(sched)
+					}
 				}
 				if phase.Load() == measuring {
 					switch {
@@ -151,6 +190,12 @@ func runLoad(ctx context.Context, t *target, callers int, pace float64, warmup, 
 					}
 					if timed && err == nil {
 						w.hist.add(d)
+						if open {
+							w.open.raw.add(raw)
+							if slept {
+								w.open.lag.add(lag)
+							}
+						}
 					}
 				}
 				if i++; i == t.n {
@@ -202,6 +247,17 @@ func runLoad(ctx context.Context, t *target, callers int, pace float64, warmup, 
 			out.firstErr = w.firstErr.Error()
 		}
 		out.hist.merge(&w.hist)
+		if w.open != nil {
+			out.rawHist.merge(&w.open.raw)
+			out.lagHist.merge(&w.open.lag)
+		}
 	}
 	return out, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -19,15 +19,19 @@ type result struct {
 	Callers  int    `json:"callers"`
 	Limiters int    `json:"limiters"`
 	Limit    string `json:"limit"`
-	// OfferedPerSec is the paced load offered (mixed on Redis); 0: the
-	// callers called as fast as they could.
-	OfferedPerSec   float64 `json:"offered_per_sec,omitempty"`
-	Seconds         float64 `json:"seconds"`
-	Decisions       uint64  `json:"decisions"`
-	Granted         uint64  `json:"granted"`
-	Refused         uint64  `json:"refused"`
-	GrantedFraction float64 `json:"granted_fraction"`
-	DecisionsPerSec float64 `json:"decisions_per_sec"`
+	// OfferedPerSec is the paced load offered (mixed on Redis, half-peak);
+	// 0: the callers called as fast as they could. OfferedKept (paced
+	// cells only): decisions/s reached offeredKeptAt of it; AchievedFraction
+	// is decisions/s / offered.
+	OfferedPerSec    float64 `json:"offered_per_sec,omitempty"`
+	OfferedKept      *bool   `json:"offered_kept,omitempty"`
+	AchievedFraction float64 `json:"achieved_fraction,omitempty"`
+	Seconds          float64 `json:"seconds"`
+	Decisions        uint64  `json:"decisions"`
+	Granted          uint64  `json:"granted"`
+	Refused          uint64  `json:"refused"`
+	GrantedFraction  float64 `json:"granted_fraction"`
+	DecisionsPerSec  float64 `json:"decisions_per_sec"`
 	// NsPerOp is wall time per decision across all callers (1e9 /
 	// decisions_per_sec), as Go's RunParallel benchmarks report it.
 	NsPerOp        float64 `json:"ns_per_op"`
@@ -36,6 +40,12 @@ type result struct {
 	P999Ns         float64 `json:"p999_ns"`
 	LatencySamples uint64  `json:"latency_samples"`
 	LatencyNote    string  `json:"latency_note,omitempty"`
+	// Open loop (half-peak) only: p99 from the scheduled start as
+	// measured, the load generator's timer lateness included, and the p99
+	// of that lateness (calls whose caller slept until their time; see
+	// runLoad).
+	P99RawNs      float64 `json:"p99_raw_from_schedule_ns,omitempty"`
+	TimerLagP99Ns float64 `json:"timer_lag_p99_ns,omitempty"`
 	// RedisCPUMicros is Redis's CPU time (user + system, INFO cpu) in the
 	// measured window per decision, in µs; null in memory.
 	RedisCPUMicros  *float64 `json:"redis_cpu_us_per_decision"`
@@ -65,6 +75,17 @@ func (r *result) fill(l *load) {
 	if l.hist.n > 0 {
 		r.P50Ns, r.P99Ns, r.P999Ns = l.hist.quantile(0.50), l.hist.quantile(0.99), l.hist.quantile(0.999)
 	}
+	if l.rawHist.n > 0 {
+		r.P99RawNs = l.rawHist.quantile(0.99)
+	}
+	if l.lagHist.n > 0 {
+		r.TimerLagP99Ns = l.lagHist.quantile(0.99)
+	}
+	if r.OfferedPerSec > 0 {
+		r.AchievedFraction = r.DecisionsPerSec / r.OfferedPerSec
+		kept := r.AchievedFraction >= offeredKeptAt
+		r.OfferedKept = &kept
+	}
 	if r.Store == onRedis && l.before.redisOK && l.after.redisOK && r.Decisions > 0 {
 		us := (l.after.redis - l.before.redis) / float64(r.Decisions) * 1e6
 		r.RedisCPUMicros = &us
@@ -74,11 +95,32 @@ func (r *result) fill(l *load) {
 	}
 }
 
+// offeredKeptAt is the share of a paced cell's offered load its decisions/s
+// must reach for the load to count as kept (the window's edges cost a call
+// per caller at most).
+const offeredKeptAt = 0.95
+
+// offered prints a paced cell's offered load and whether it was kept.
+func (r *result) offered() string {
+	if r.OfferedPerSec <= 0 {
+		return "-"
+	}
+	s := thousands(r.OfferedPerSec)
+	if r.OfferedKept != nil && !*r.OfferedKept {
+		s += fmt.Sprintf(" NOT KEPT (%.0f%%)", 100*r.AchievedFraction)
+	}
+	return s
+}
+
 func (r *result) progress() string {
-	s := fmt.Sprintf("%-38s %-7s %4d callers  %12s/s  %5.1f%% granted  p50 %s  p99 %s", r.System, r.Workload, r.Callers,
+	s := fmt.Sprintf("%-38s %-9s %4d callers  %12s/s  %5.1f%% granted  p50 %s  p99 %s", r.System, r.Workload, r.Callers,
 		thousands(r.DecisionsPerSec), 100*r.GrantedFraction, dur(r.P50Ns), dur(r.P99Ns))
 	if r.OfferedPerSec > 0 {
-		s += fmt.Sprintf("  (paced: %s/s offered)", thousands(r.OfferedPerSec))
+		s += fmt.Sprintf("  (paced: %s/s offered", thousands(r.OfferedPerSec))
+		if r.OfferedKept != nil && !*r.OfferedKept {
+			s += fmt.Sprintf(", NOT KEPT: %.0f%%", 100*r.AchievedFraction)
+		}
+		s += ")"
 	}
 	if r.OtherCPUs != nil {
 		s += fmt.Sprintf("  other CPU %.2f", *r.OtherCPUs)
@@ -114,6 +156,50 @@ type report struct {
 	Systems  []system `json:"systems"`
 	Results  []result `json:"results"`
 	Ratios   []ratio  `json:"ratios"`
+	// HalfPeak checks issue 6's target, per Redis system (see
+	// halfPeakChecks).
+	HalfPeak []halfPeakCheck `json:"half_peak_p99"`
+}
+
+// halfPeakTargetNs is issue 6's target: p99 latency at half of peak
+// throughput at most 1 ms on the Redis store.
+const halfPeakTargetNs = 1e6
+
+// halfPeakCheck is a Redis system's half-peak cell at the callers compared
+// (64 when measured) against halfPeakTargetNs.
+type halfPeakCheck struct {
+	System        string  `json:"system"`
+	Callers       int     `json:"callers"`
+	PeakPerSec    float64 `json:"peak_per_sec"` // the granted cell's decisions/s
+	OfferedPerSec float64 `json:"offered_per_sec"`
+	OfferedKept   bool    `json:"offered_kept"`
+	P99Ns         float64 `json:"p99_ns"`
+	TargetNs      float64 `json:"target_ns"`
+	// Met: the offered load was kept, without errors, at a p99 within the
+	// target.
+	Met bool `json:"met"`
+}
+
+// halfPeakChecks lists, per Redis system with a half-peak cell at the
+// compared callers (chartCallers: 64 when measured), its p99 against the
+// target.
+func halfPeakChecks(rep *report) []halfPeakCheck {
+	callers := rep.chartCallers()
+	var out []halfPeakCheck
+	for _, s := range rep.Systems {
+		r := rep.find(s.Name, halfPeak, callers)
+		if s.Store != onRedis || r == nil {
+			continue
+		}
+		c := halfPeakCheck{System: s.Name, Callers: callers, OfferedPerSec: r.OfferedPerSec, P99Ns: r.P99Ns, TargetNs: halfPeakTargetNs}
+		if g := rep.find(s.Name, "granted", callers); g != nil {
+			c.PeakPerSec = g.DecisionsPerSec
+		}
+		c.OfferedKept = r.OfferedKept != nil && *r.OfferedKept
+		c.Met = c.OfferedKept && r.Errors == 0 && r.P99Ns > 0 && r.P99Ns <= halfPeakTargetNs
+		out = append(out, c)
+	}
+	return out
 }
 
 func (rep *report) find(system, workload string, callers int) *result {
@@ -245,10 +331,11 @@ func (rep *report) writeText(w io.Writer) error {
 	m := rep.Machine
 	fmt.Fprintf(w, "%s, GOMAXPROCS %d (%d CPUs: %s), %s/%s; Redis %s\n", m.GoVersion, m.GOMAXPROCS, m.NumCPU, m.CPUModel, m.GOOS, m.GOARCH, m.RedisVersion)
 	fmt.Fprintf(w, "%.2gs measured per cell after %.2gs of warm-up; limits: granted %s on Redis, %s in memory; denied %s (used up); keys %d limiters at the granted limit;\n"+
-		"mixed: per %s, in memory half the system's granted throughput (closed loop), on Redis paced at 0.8 x it with a limit of half that (0.4 x).\n\n",
-		rep.Settings.DurationSec, rep.Settings.WarmupSec, grantedRedis, grantedMemory, deniedLimit, rep.Settings.Keys, mixedInterval)
+		"mixed: per %s, in memory half the system's granted throughput (closed loop), on Redis paced at 0.8 x it with a limit of half that (0.4 x);\n"+
+		"half-peak (Redis only): the granted limit, paced open loop at %.1f x the system's granted throughput, latency from each call's scheduled start.\n\n",
+		rep.Settings.DurationSec, rep.Settings.WarmupSec, grantedRedis, grantedMemory, deniedLimit, rep.Settings.Keys, mixedInterval, halfPeakShare)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\tworkload\tcallers\tdecisions/s\tgranted\tp50\tp99\tp99.9\tRedis CPU/decision\tbytes/limiter\tother CPU\terrors\t")
+	fmt.Fprintln(tw, "system\tworkload\tcallers\tdecisions/s\toffered/s\tgranted\tp50\tp99\tp99.9\tRedis CPU/decision\tbytes/limiter\tother CPU\terrors\t")
 	for _, r := range rep.Results {
 		cpu, bytes, other := "-", "-", "-"
 		if r.OtherCPUs != nil {
@@ -263,16 +350,24 @@ func (rep *report) writeText(w io.Writer) error {
 				bytes += " (heap)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.System, r.Workload, r.Callers, thousands(r.DecisionsPerSec),
-			100*r.GrantedFraction, dur(r.P50Ns), dur(r.P99Ns), dur(r.P999Ns), cpu, bytes, other, r.Errors)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.System, r.Workload, r.Callers, thousands(r.DecisionsPerSec),
+			r.offered(), 100*r.GrantedFraction, dur(r.P50Ns), dur(r.P99Ns), dur(r.P999Ns), cpu, bytes, other, r.Errors)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	errs := false
 	for _, r := range rep.Results {
 		if r.Errors > 0 {
 			fmt.Fprintf(w, "\nerrors in %s / %s / %d callers: %s", r.System, r.Workload, r.Callers, r.FirstError)
+			errs = true
 		}
+	}
+	if errs {
+		fmt.Fprintln(w)
+	}
+	if err := rep.writeHalfPeak(w); err != nil {
+		return err
 	}
 	if len(rep.Ratios) == 0 {
 		return nil
@@ -282,6 +377,36 @@ func (rep *report) writeText(w io.Writer) error {
 	fmt.Fprintln(tw, "comparison\tworkload\tcallers\tmetric\tA\tB\tA/B\t")
 	for _, q := range rep.Ratios {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%.2fx\t\n", strings.Replace(q.What, " vs ", " ("+q.A+") vs ", 1), q.Workload, q.Callers, q.Metric, num(q.AValue), num(q.BValue), q.Ratio)
+	}
+	return tw.Flush()
+}
+
+// writeHalfPeak prints a line per Redis system: its p99 at half of peak
+// against issue 6's target (recomputed from the results, so that
+// --from-json prints it for any run that measured half-peak).
+func (rep *report) writeHalfPeak(w io.Writer) error {
+	checks := halfPeakChecks(rep)
+	if len(checks) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\np99 latency at half of peak throughput (half-peak, %d callers) against the target, %s:\n", checks[0].Callers, dur(halfPeakTargetNs))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "system\tpeak/s (granted)\toffered/s\tp99\tp99 <= %s\tp99 incl. the load generator's lateness\t\n", dur(halfPeakTargetNs))
+	for _, c := range checks {
+		verdict := "met"
+		switch r := rep.find(c.System, halfPeak, c.Callers); {
+		case r.Errors > 0 || !(r.P99Ns > 0):
+			verdict = "NOT MEASURED: errors"
+		case !c.OfferedKept:
+			verdict = "NOT MET: offered load not kept"
+		case !c.Met:
+			verdict = "NOT MET"
+		}
+		r := rep.find(c.System, halfPeak, c.Callers)
+		if f := r.GrantedFraction; r.Errors == 0 && f < 0.99 {
+			verdict += fmt.Sprintf(" (%.1f%% granted)", 100*f)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", c.System, thousands(c.PeakPerSec), r.offered(), dur(c.P99Ns), verdict, dur(r.P99RawNs))
 	}
 	return tw.Flush()
 }

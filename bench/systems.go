@@ -143,10 +143,11 @@ func prepareRedlimitRedis(ctx context.Context, e *env, alg redlimit.Algorithm, a
 			return r.Allowed, err
 		},
 		redisKeys: func(i int) []string {
-			// redisstore's key layout: PREFIX{name}:config, :state, :log
-			// (Overall); the names here need no escaping.
-			base := e.prefix + "{" + e.name(i, n) + "}:"
-			return []string{base + "config", base + "state", base + "log"}
+			// redisstore's key layout: PREFIX{name} (config and Overall
+			// state) and PREFIX{name}:log (the sliding log's list); the
+			// names here need no escaping.
+			base := e.prefix + "{" + e.name(i, n) + "}"
+			return []string{base, base + ":log"}
 		},
 		close: func() { rdb.Close() },
 	}, nil

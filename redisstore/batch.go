@@ -115,6 +115,10 @@ type pending struct {
 	done     chan outcome
 }
 
+// pendings recycles pending calls (and their channels) that were answered;
+// one whose caller gave up may still be answered, so it is never reused.
+var pendings = sync.Pool{New: func() any { return &pending{done: make(chan outcome, 1)} }}
+
 type outcome struct {
 	r   reply
 	err error
@@ -126,7 +130,10 @@ func laneKey(key redlimit.Key) string { return key.Name + "\x00" + key.Client }
 func (s *Store) batched(ctx context.Context, key redlimit.Key, known redlimit.Config, c call) (reply, error) {
 	lk := laneKey(key)
 	for {
-		v, _ := s.lanes.LoadOrStore(lk, &lane{})
+		v, ok := s.lanes.Load(lk)
+		if !ok {
+			v, _ = s.lanes.LoadOrStore(lk, &lane{})
+		}
 		ln := v.(*lane)
 		ln.mu.Lock()
 		if ln.dead {
@@ -144,12 +151,16 @@ func (s *Store) batched(ctx context.Context, key redlimit.Key, known redlimit.Co
 			}
 			return rs[0], nil
 		}
-		p := &pending{call: c, known: known, done: make(chan outcome, 1)}
+		p := pendings.Get().(*pending)
+		p.call, p.known = c, known
 		p.deadline, _ = ctx.Deadline()
 		ln.waiting = append(ln.waiting, p)
 		ln.mu.Unlock()
 		select {
 		case o := <-p.done:
+			// Answered: nothing refers to p any more.
+			*p = pending{done: p.done}
+			pendings.Put(p)
 			return o.r, o.err
 		case <-ctx.Done():
 			ln.mu.Lock()

@@ -39,8 +39,51 @@ type refusal struct {
 }
 
 type refusals struct {
-	m    sync.Map // logKey -> refusal
-	hits atomic.Int64
+	// overall maps a name to its Overall log's refusal, perClient a
+	// logKey to a client's; entries counts both, so that the common case,
+	// no entry at all, costs one atomic load.
+	overall, perClient sync.Map
+	entries            atomic.Int64
+	hits               atomic.Int64
+}
+
+// load returns the entry of key's log, whatever its mode.
+func (rs *refusals) load(key redlimit.Key) (refusal, bool) {
+	if rs.entries.Load() == 0 {
+		return refusal{}, false
+	}
+	v, ok := rs.overall.Load(key.Name)
+	if !ok {
+		if v, ok = rs.perClient.Load(logKey(key)); !ok {
+			return refusal{}, false
+		}
+	}
+	return v.(refusal), true
+}
+
+func (rs *refusals) store(key redlimit.Key, mode redlimit.Mode, r refusal) {
+	var had bool
+	if mode == redlimit.PerClient {
+		_, had = rs.perClient.Swap(logKey(key), r)
+	} else {
+		_, had = rs.overall.Swap(key.Name, r)
+	}
+	if !had {
+		rs.entries.Add(1)
+	}
+}
+
+// drop clears the entry of key's log, whatever its mode.
+func (rs *refusals) drop(key redlimit.Key) {
+	if rs.entries.Load() == 0 {
+		return
+	}
+	if _, had := rs.overall.LoadAndDelete(key.Name); had {
+		rs.entries.Add(-1)
+	}
+	if _, had := rs.perClient.LoadAndDelete(logKey(key)); had {
+		rs.entries.Add(-1)
+	}
 }
 
 // Stats counts what the store did since it was made.
@@ -65,14 +108,9 @@ func (s *Store) localNow() time.Time {
 	return time.Now()
 }
 
-// logKey names the log a reply was about: every client shares the Overall
-// log, each has its own PerClient one.
-func logKey(key redlimit.Key, mode redlimit.Mode) string {
-	if mode == redlimit.PerClient {
-		return key.Name + "\x00" + key.Client
-	}
-	return key.Name + "\x00"
-}
+// logKey names a client's PerClient log (the Overall log is named by the
+// limiter's name alone, in a map of its own).
+func logKey(key redlimit.Key) string { return key.Name + "\x00" + key.Client }
 
 // cachedRefusal answers a call for one permit locally when it can: it
 // returns the retry-after.
@@ -80,13 +118,10 @@ func (s *Store) cachedRefusal(key redlimit.Key, maxWait int64) (time.Duration, r
 	if s.refusalTTL <= 0 {
 		return 0, redlimit.Config{}, false
 	}
-	v, ok := s.refusals.m.Load(logKey(key, redlimit.Overall))
+	r, ok := s.refusals.load(key)
 	if !ok {
-		if v, ok = s.refusals.m.Load(logKey(key, redlimit.PerClient)); !ok {
-			return 0, redlimit.Config{}, false
-		}
+		return 0, redlimit.Config{}, false
 	}
-	r := v.(refusal)
 	now := s.localNow()
 	if !now.Before(r.valid) {
 		return 0, redlimit.Config{}, false
@@ -116,26 +151,28 @@ func (s *Store) noteAcquire(key redlimit.Key, sent time.Time, n int64, r reply) 
 	if s.refusalTTL <= 0 {
 		return
 	}
-	lk := logKey(key, r.cfg.Mode)
 	if r.code == 0 && n == 1 && r.value == 0 && r.wait > 0 {
 		wait := time.Duration(r.wait) * time.Millisecond
-		s.refusals.m.Store(lk, refusal{until: sent.Add(wait), valid: sent.Add(min(wait, s.refusalTTL)), cfg: r.cfg})
+		s.refusals.store(key, r.cfg.Mode, refusal{until: sent.Add(wait), valid: sent.Add(min(wait, s.refusalTTL)), cfg: r.cfg})
 		return
 	}
-	s.refusals.m.Delete(lk)
+	s.refusals.drop(key)
 }
 
 // forget clears the entry of key's log, whatever its mode.
-func (s *Store) forget(key redlimit.Key) {
-	s.refusals.m.Delete(logKey(key, redlimit.Overall))
-	s.refusals.m.Delete(logKey(key, redlimit.PerClient))
-}
+func (s *Store) forget(key redlimit.Key) { s.refusals.drop(key) }
 
+// forgetName clears the entries of every log of name.
 func (s *Store) forgetName(name string) {
+	if _, had := s.refusals.overall.LoadAndDelete(name); had {
+		s.refusals.entries.Add(-1)
+	}
 	prefix := name + "\x00"
-	s.refusals.m.Range(func(k, _ any) bool {
+	s.refusals.perClient.Range(func(k, _ any) bool {
 		if strings.HasPrefix(k.(string), prefix) {
-			s.refusals.m.Delete(k)
+			if _, had := s.refusals.perClient.LoadAndDelete(k); had {
+				s.refusals.entries.Add(-1)
+			}
 		}
 		return true
 	})

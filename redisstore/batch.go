@@ -15,80 +15,132 @@ type call struct {
 	n, arg int64
 }
 
+// work is the calls on one log that go in one script run.
+type work struct {
+	key   redlimit.Key
+	known redlimit.Config
+	calls []call
+}
+
+// result is a work's replies, or the error that ended it.
+type result struct {
+	rs  []reply
+	err error
+}
+
 // runCalls makes calls on key's log in one script run, one after another at
 // the same instant, and returns a reply for each.
 func (s *Store) runCalls(ctx context.Context, key redlimit.Key, known redlimit.Config, calls []call) ([]reply, error) {
-	args := make([]any, 0, 8+3*len(calls))
-	args = append(args, s.nowArg())
-	args = append(args, configArgs(known)...)
-	writes := false
-	for _, c := range calls {
-		args = append(args, c.op, c.n, c.arg)
-		writes = writes || c.op != "available"
-	}
-	s.runs.Add(1)
-	raw, err := s.eval(ctx, limiterScript, writes, limiterKeys(s.prefix, key.Name).scriptKeys(key.Client), args...)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	out, err := decodeReplies(raw, len(calls), known)
-	if err != nil {
-		return nil, fmt.Errorf("limiter %q: %w", key.Name, err)
-	}
-	return out, nil
+	r := s.runWorks(ctx, []*work{{key: key, known: known, calls: calls}})[0]
+	return r.rs, r.err
 }
 
-// decodeReplies reads limiter.lua's reply to calls calls, trusting nothing
-// of its shape. The reply carries the stored config only when it is not the
-// one the client sent (known).
-func decodeReplies(raw any, calls int, known redlimit.Config) ([]reply, error) {
-	r, err := asArray(raw, 1)
+// runWorks makes the calls of several logs (of one server, or one Cluster
+// slot) in one script run and returns a result for each work.
+func (s *Store) runWorks(ctx context.Context, works []*work) []result {
+	out := make([]result, len(works))
+	n := 1
+	for _, w := range works {
+		n += 8 + 3*len(w.calls)
+	}
+	args := make([]any, 0, n)
+	keys := make([]string, 0, 4*len(works))
+	args = append(args, s.nowArg())
+	writes := false
+	for _, w := range works {
+		args = append(args, configArgs(w.known)...)
+		args = append(args, len(w.calls))
+		for _, c := range w.calls {
+			args = append(args, c.op, c.n, c.arg)
+			writes = writes || c.op != "available"
+		}
+		keys = append(keys, limiterKeys(s.prefix, w.key.Name).scriptKeys(w.key.Client)...)
+	}
+	s.runs.Add(1)
+	raw, err := s.eval(ctx, limiterScript, writes, keys, args...)
+	if err == nil {
+		err = decodeReplies(raw, works, out)
+	} else {
+		err = wrap(err)
+	}
 	if err != nil {
-		return nil, err
-	}
-	if len(r) == 1 {
-		switch r[0] {
-		case int64(-1):
-			return nil, redlimit.ErrNotInitialized
-		case int64(-3):
-			return nil, fmt.Errorf("%w: stored config", redlimit.ErrCorrupt)
+		for i := range out {
+			out[i] = result{err: err}
 		}
-		return nil, fmt.Errorf("%w: script reply %v", redlimit.ErrCorrupt, r[0])
 	}
-	now, ok := r[0].(int64)
+	return out
+}
+
+// decodeReplies reads limiter.lua's reply to works into out, trusting
+// nothing of its shape: an error for the whole reply is returned, one for a
+// limiter (not initialized, unreadable config) goes to its work. The reply
+// carries a stored config only when it is not the one the client sent.
+func decodeReplies(raw any, works []*work, out []result) error {
+	r, ok := raw.([]any)
 	if !ok {
-		return nil, fmt.Errorf("%w: script reply time is %T", redlimit.ErrCorrupt, r[0])
+		return fmt.Errorf("%w: unexpected script reply %T", redlimit.ErrCorrupt, raw)
 	}
-	cfg, first := known, 2
-	switch {
-	case r[1] == int64(0) && known.Rate != 0:
-	case r[1] == int64(1) && len(r) >= 9:
-		if cfg, err = decodeConfig(r[2:9]); err != nil {
-			return nil, err
+	i := 0
+	for wi, w := range works {
+		if len(r) < i+2 {
+			return fmt.Errorf("%w: script reply has %d elements, too few for %d limiters", redlimit.ErrCorrupt, len(r), len(works))
 		}
-		first = 9
-	default:
-		return nil, fmt.Errorf("%w: script reply config flag %v", redlimit.ErrCorrupt, r[1])
-	}
-	if len(r) != first+4*calls {
-		return nil, fmt.Errorf("%w: script reply has %d elements, want %d", redlimit.ErrCorrupt, len(r), first+4*calls)
-	}
-	out := make([]reply, calls)
-	for i := range out {
-		o := &out[i]
-		o.now, o.cfg = now, cfg
-		for j, p := range [4]*int64{&o.code, &o.value, &o.wait, &o.at} {
-			v, ok := r[first+4*i+j].(int64)
-			if !ok {
-				return nil, fmt.Errorf("%w: script reply element %d is %T", redlimit.ErrCorrupt, first+4*i+j, r[first+4*i+j])
+		now, ok := r[i].(int64)
+		if !ok {
+			return fmt.Errorf("%w: script reply time is %T", redlimit.ErrCorrupt, r[i])
+		}
+		cfg := w.known
+		switch r[i+1] {
+		case int64(-1):
+			out[wi] = result{err: redlimit.ErrNotInitialized}
+			i += 2
+			continue
+		case int64(-3):
+			out[wi] = result{err: fmt.Errorf("limiter %q: %w: stored config", w.key.Name, redlimit.ErrCorrupt)}
+			i += 2
+			continue
+		case int64(0):
+			if cfg.Rate == 0 {
+				return fmt.Errorf("%w: script reply: the same config as none", redlimit.ErrCorrupt)
 			}
-			*p = v
+			i += 2
+		case int64(1):
+			if len(r) < i+9 {
+				return fmt.Errorf("%w: script reply cut short", redlimit.ErrCorrupt)
+			}
+			var err error
+			if cfg, err = decodeConfig(r[i+2 : i+9]); err != nil {
+				return fmt.Errorf("limiter %q: %w", w.key.Name, err)
+			}
+			i += 9
+		default:
+			return fmt.Errorf("%w: script reply config flag %v", redlimit.ErrCorrupt, r[i+1])
 		}
-		if o.code < -2 || o.code > 1 {
-			return nil, fmt.Errorf("%w: script reply code %d", redlimit.ErrCorrupt, o.code)
+		if len(r) < i+4*len(w.calls) {
+			return fmt.Errorf("%w: script reply cut short", redlimit.ErrCorrupt)
 		}
+		rs := make([]reply, len(w.calls))
+		for ci := range rs {
+			o := &rs[ci]
+			o.now, o.cfg = now, cfg
+			for _, p := range [4]*int64{&o.code, &o.value, &o.wait, &o.at} {
+				v, ok := r[i].(int64)
+				if !ok {
+					return fmt.Errorf("%w: script reply element %d is %T", redlimit.ErrCorrupt, i, r[i])
+				}
+				*p = v
+				i++
+			}
+			if o.code < -2 || o.code > 1 {
+				return fmt.Errorf("%w: script reply code %d", redlimit.ErrCorrupt, o.code)
+			}
+		}
+		out[wi] = result{rs: rs}
 	}
-	return out, nil
+	if i != len(r) {
+		return fmt.Errorf("%w: script reply has %d elements, want %d", redlimit.ErrCorrupt, len(r), i)
+	}
+	return nil
 }
 
 // Batching: calls on one log made while a script run for that log is in
@@ -144,7 +196,7 @@ func (s *Store) batched(ctx context.Context, key redlimit.Key, known redlimit.Co
 			// Nothing in flight: this call goes now, alone.
 			ln.busy = true
 			ln.mu.Unlock()
-			rs, err := s.runCalls(ctx, key, known, []call{c})
+			rs, err := s.send(ctx, &work{key: key, known: known, calls: []call{c}}, time.Time{})
 			s.next(lk, ln, key)
 			if err != nil {
 				return reply{}, err
@@ -195,13 +247,12 @@ func (s *Store) next(lk string, ln *lane, key redlimit.Key) {
 	ln.waiting = append([]*pending(nil), ln.waiting[len(batch):]...)
 	ln.mu.Unlock()
 	go func() {
-		calls := make([]call, len(batch))
-		known := redlimit.Config{}
+		w := &work{key: key, calls: make([]call, len(batch))}
 		var deadline time.Time
 		for i, p := range batch {
-			calls[i] = p.call
-			if known.Rate == 0 {
-				known = p.known
+			w.calls[i] = p.call
+			if w.known.Rate == 0 {
+				w.known = p.known
 			}
 			if p.deadline.After(deadline) {
 				deadline = p.deadline
@@ -212,7 +263,7 @@ func (s *Store) next(lk string, ln *lane, key redlimit.Key) {
 			deadline = time.Now().Add(5 * time.Second)
 		}
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		rs, err := s.runCalls(ctx, key, known, calls)
+		rs, err := s.send(ctx, w, deadline)
 		cancel()
 		for i, p := range batch {
 			if err != nil {
@@ -222,5 +273,106 @@ func (s *Store) next(lk string, ln *lane, key redlimit.Key) {
 			}
 		}
 		s.next(lk, ln, key)
+	}()
+}
+
+// Grouping: on one server (a *redis.Client, Sentinel's included) the works
+// of different limiters go together too. At most maxInFlight runs are in
+// flight at once; a work that comes while they are joins the group's next
+// run, which carries up to maxWorks works. A limiter's works never overlap:
+// its lane sends the next only after the last is answered. On a Cluster
+// every limiter may live on another node, so works go one by one.
+
+const (
+	maxInFlight = 4
+	maxWorks    = 64
+)
+
+// group is the runs of one server.
+type group struct {
+	mu       sync.Mutex
+	inflight int
+	waiting  []*queued
+}
+
+// queued is a work waiting for a run of its group.
+type queued struct {
+	w        *work
+	deadline time.Time
+	done     chan result
+}
+
+// send makes w's calls in a script run, with other limiters' works when the
+// store groups them; deadline is that of the most patient caller (zero: ctx's).
+func (s *Store) send(ctx context.Context, w *work, deadline time.Time) ([]reply, error) {
+	g := s.group
+	if g == nil {
+		r := s.runWorks(ctx, []*work{w})[0]
+		return r.rs, r.err
+	}
+	g.mu.Lock()
+	if g.inflight < maxInFlight {
+		g.inflight++
+		g.mu.Unlock()
+		r := s.runWorks(ctx, []*work{w})[0]
+		s.nextRun(g)
+		return r.rs, r.err
+	}
+	if deadline.IsZero() {
+		deadline, _ = ctx.Deadline()
+	}
+	q := &queued{w: w, deadline: deadline, done: make(chan result, 1)}
+	g.waiting = append(g.waiting, q)
+	g.mu.Unlock()
+	select {
+	case r := <-q.done:
+		return r.rs, r.err
+	case <-ctx.Done():
+		g.mu.Lock()
+		for i, o := range g.waiting {
+			if o == q {
+				g.waiting = append(g.waiting[:i], g.waiting[i+1:]...)
+				break
+			}
+		}
+		g.mu.Unlock()
+		return nil, wrap(ctx.Err())
+	}
+}
+
+// nextRun hands a finished run's place to the works that queued meanwhile,
+// all in one run in the background, or frees it.
+func (s *Store) nextRun(g *group) {
+	g.mu.Lock()
+	if len(g.waiting) == 0 {
+		g.inflight--
+		g.mu.Unlock()
+		return
+	}
+	batch := g.waiting
+	if len(batch) > maxWorks {
+		batch = batch[:maxWorks]
+	}
+	g.waiting = append([]*queued(nil), g.waiting[len(batch):]...)
+	g.mu.Unlock()
+	go func() {
+		works := make([]*work, len(batch))
+		var deadline time.Time
+		for i, q := range batch {
+			works[i] = q.w
+			if q.deadline.After(deadline) {
+				deadline = q.deadline
+			}
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(5 * time.Second)
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		rs := s.runWorks(ctx, works)
+		cancel()
+		for i, q := range batch {
+			q.done <- rs[i]
+		}
+		s.nextRun(g)
 	}()
 }

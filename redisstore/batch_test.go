@@ -14,98 +14,142 @@ import (
 	"github.com/redlimit/redlimit/memstore"
 )
 
-// TestBatchDifferential: a batch of calls in one script run answers each
-// call as the Go rules (the memory store) answer the same calls made one by
-// one at the batch's instant; every algorithm, random batches.
+// TestBatchDifferential: one script run carrying batches of calls on
+// several limiters answers each call as the Go rules (the memory store)
+// answer the same calls made one by one at the run's instant; every
+// algorithm and mode, random batches, limiters that are not initialized and
+// clients that do not know the config among them.
 func TestBatchDifferential(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	var batches, calls int
+	var runs, batches, calls int
 	for trace := 0; trace < 150; trace++ {
 		rng := rand.New(rand.NewPCG(uint64(trace), 99))
 		clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 		mem := memstore.New(memstore.WithClock(clk))
 		red, _ := New(rdb, WithPrefix(fmt.Sprintf("batch%d:", trace)), WithClock(clk))
-		alg := redlimit.Algorithms[trace%len(redlimit.Algorithms)]
-		cfg := redlimit.PerInterval(1+rng.Int64N(8), time.Duration(1+rng.Int64N(30))*time.Millisecond).WithAlgorithm(alg)
-		if rng.IntN(2) == 0 {
-			cfg = cfg.WithMode(redlimit.PerClient)
+		// Limiter 0 has no config; the others one each.
+		type limiter struct {
+			key    redlimit.Key
+			mc, rc redlimit.Config
 		}
-		key := redlimit.Key{Name: "b", Client: "c"}
-		mc, _, _ := mem.SetConfig(ctx, key.Name, cfg, redlimit.SetResetState)
-		rc, _, _ := red.SetConfig(ctx, key.Name, cfg, redlimit.SetResetState)
-		most := mc.MaxPermits()
-		var reserved []redlimit.Decision
+		lims := []limiter{{key: redlimit.Key{Name: "none", Client: "c"}}}
+		for i, n := 1, 1+rng.IntN(4); i <= n; i++ {
+			alg := redlimit.Algorithms[(trace+i)%len(redlimit.Algorithms)]
+			cfg := redlimit.PerInterval(1+rng.Int64N(8), time.Duration(1+rng.Int64N(30))*time.Millisecond).WithAlgorithm(alg)
+			if rng.IntN(2) == 0 {
+				cfg = cfg.WithMode(redlimit.PerClient)
+			}
+			key := redlimit.Key{Name: fmt.Sprint("b", i), Client: fmt.Sprint("c", rng.IntN(2))}
+			mc, _, _ := mem.SetConfig(ctx, key.Name, cfg, redlimit.SetResetState)
+			rc, _, _ := red.SetConfig(ctx, key.Name, cfg, redlimit.SetResetState)
+			lims = append(lims, limiter{key, mc, rc})
+		}
+		reserved := map[int][]redlimit.Decision{}
 		for step := 0; step < 40; step++ {
 			clk.Advance(time.Duration(rng.Int64N(12)) * time.Millisecond)
-			k := 1 + rng.IntN(8)
-			batch := make([]call, k)
-			want := make([]string, k)
-			for i := range batch {
-				n := 1 + rng.Int64N(most+1)
-				switch p := rng.IntN(10); {
-				case p < 6:
-					wait := []int64{0, -1, rng.Int64N(40)}[rng.IntN(3)]
-					batch[i] = call{"acquire", n, wait}
-					maxWait := time.Duration(wait) * time.Millisecond
-					if wait < 0 {
-						maxWait = -1
-					}
-					d, err := mem.Acquire(ctx, key, mc, n, maxWait)
-					if errors.Is(err, redlimit.ErrPermitsExceedRate) {
-						want[i] = "too many"
-						continue
-					}
-					if d.Granted && d.Wait > 0 {
-						reserved = append(reserved, d)
-					}
-					want[i] = fmt.Sprint(d.Granted, d.Remaining, d.Wait.Milliseconds(), atMS(d))
-				case p < 7 && len(reserved) > 0:
-					d := reserved[rng.IntN(len(reserved))]
-					batch[i] = call{"cancel", n, d.At.UnixMilli()}
-					got, _ := mem.Cancel(ctx, key, mc, d.At, n)
-					want[i] = fmt.Sprint("cancel ", got)
-				case p < 8:
-					batch[i] = call{"release", n, 0}
-					got, _ := mem.Release(ctx, key, mc, n)
-					want[i] = fmt.Sprint("release ", got)
-				default:
-					batch[i] = call{"available", 0, 0}
-					got, _, _ := mem.Available(ctx, key, mc)
-					want[i] = fmt.Sprint("available ", got)
+			var works []*work
+			var wants [][]string
+			var errs []error
+			var which []int
+			for li, lim := range lims {
+				if rng.IntN(3) == 0 && len(works) > 0 {
+					continue // not in this run
 				}
-			}
-			rs, err := red.runCalls(ctx, key, rc, batch)
-			if err != nil {
-				t.Fatalf("trace %d step %d: %v", trace, step, err)
-			}
-			for i, r := range rs {
-				var got string
-				switch c := batch[i]; {
-				case r.code == -2:
-					got = "too many"
-				case c.op == "acquire":
-					at := int64(0)
-					if r.code == 1 {
-						at = r.at
+				key, mc, rc := lim.key, lim.mc, lim.rc
+				if rng.IntN(4) == 0 {
+					mc, rc = redlimit.Config{}, redlimit.Config{} // this client knows no config
+				}
+				most := max(lim.mc.MaxPermits(), 1)
+				k := 1 + rng.IntN(8)
+				batch := make([]call, k)
+				want := make([]string, k)
+				var werr error
+				for i := range batch {
+					n := 1 + rng.Int64N(most+1)
+					var err error
+					switch p := rng.IntN(10); {
+					case p < 6:
+						wait := []int64{0, -1, rng.Int64N(40)}[rng.IntN(3)]
+						batch[i] = call{"acquire", n, wait}
+						maxWait := time.Duration(wait) * time.Millisecond
+						if wait < 0 {
+							maxWait = -1
+						}
+						var d redlimit.Decision
+						d, err = mem.Acquire(ctx, key, mc, n, maxWait)
+						if errors.Is(err, redlimit.ErrPermitsExceedRate) {
+							want[i], err = "too many", nil
+							continue
+						}
+						if d.Granted && d.Wait > 0 {
+							reserved[li] = append(reserved[li], d)
+						}
+						want[i] = fmt.Sprint(d.Granted, d.Remaining, d.Wait.Milliseconds(), atMS(d))
+					case p < 7 && len(reserved[li]) > 0:
+						d := reserved[li][rng.IntN(len(reserved[li]))]
+						batch[i] = call{"cancel", n, d.At.UnixMilli()}
+						got, e := mem.Cancel(ctx, key, mc, d.At, n)
+						want[i], err = fmt.Sprint("cancel ", got), e
+					case p < 8:
+						batch[i] = call{"release", n, 0}
+						got, e := mem.Release(ctx, key, mc, n)
+						want[i], err = fmt.Sprint("release ", got), e
+					default:
+						batch[i] = call{"available", 0, 0}
+						got, _, e := mem.Available(ctx, key, mc)
+						want[i], err = fmt.Sprint("available ", got), e
 					}
-					got = fmt.Sprint(r.code == 1, r.value, r.wait, at)
-				case c.op == "cancel":
-					got = fmt.Sprint("cancel ", r.value)
-				case c.op == "release":
-					got = fmt.Sprint("release ", r.value)
-				default:
-					got = fmt.Sprint("available ", r.value)
+					if err != nil {
+						werr = err
+					}
 				}
-				if got != want[i] {
-					t.Fatalf("trace %d (%v) step %d call %d of %d %+v: redis %q, Go rules %q", trace, cfg, step, i, k, batch[i], got, want[i])
-				}
+				works = append(works, &work{key: key, known: rc, calls: batch})
+				wants = append(wants, want)
+				errs = append(errs, werr)
+				which = append(which, li)
 			}
-			batches++
-			calls += k
+			results := red.runWorks(ctx, works)
+			for wi, res := range results {
+				w, want := works[wi], wants[wi]
+				if errs[wi] != nil || res.err != nil {
+					if !errors.Is(res.err, redlimit.ErrNotInitialized) || !errors.Is(errs[wi], redlimit.ErrNotInitialized) {
+						t.Fatalf("trace %d step %d %s: redis %v, Go rules %v", trace, step, w.key.Name, res.err, errs[wi])
+					}
+					continue
+				}
+				for i, r := range res.rs {
+					var got string
+					switch c := w.calls[i]; {
+					case r.code == -2:
+						got = "too many"
+					case c.op == "acquire":
+						at := int64(0)
+						if r.code == 1 {
+							at = r.at
+						}
+						got = fmt.Sprint(r.code == 1, r.value, r.wait, at)
+					case c.op == "cancel":
+						got = fmt.Sprint("cancel ", r.value)
+					case c.op == "release":
+						got = fmt.Sprint("release ", r.value)
+					default:
+						got = fmt.Sprint("available ", r.value)
+					}
+					if got != want[i] {
+						t.Fatalf("trace %d step %d %s call %d of %d %+v: redis %q, Go rules %q", trace, step, w.key.Name, i, len(w.calls), w.calls[i], got, want[i])
+					}
+					if stored := lims[which[wi]].mc; !r.cfg.SameLimit(stored) {
+						t.Fatalf("trace %d step %d %s: config %v in the reply, %v stored", trace, step, w.key.Name, r.cfg, stored)
+					}
+				}
+				batches++
+				calls += len(w.calls)
+			}
+			runs++
 		}
 	}
-	t.Logf("%d batches, %d calls, every answer identical", batches, calls)
+	t.Logf("%d runs, %d batches on one limiter each, %d calls, every answer identical", runs, batches, calls)
 }
 
 func atMS(d redlimit.Decision) int64 {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -81,4 +83,45 @@ func redisCPU(b *testing.B, rdb *redis.Client) float64 {
 		}
 	}
 	return total
+}
+
+// BenchmarkManyLimiters: 64 callers on 10,000 limiters (per-user limits),
+// so that calls seldom meet on one limiter: plain, and with the defaults,
+// which put the calls of different limiters in one script run.
+func BenchmarkManyLimiters(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, mode := range []string{"plain", "default"} {
+		b.Run(mode, func(b *testing.B) {
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64, MaxRetries: -1})
+			defer rdb.Close()
+			var opts []redisstore.Option
+			if mode == "plain" {
+				opts = append(opts, redisstore.WithoutBatching(), redisstore.WithRefusalCache(0))
+			}
+			s, err := redisstore.New(rdb, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ls := make([]*redlimit.Limiter, 10000)
+			for i := range ls {
+				ls[i], _ = redlimit.New(s, fmt.Sprint("user-", i), redlimit.WithConfig(redlimit.TokenBucketConfig(1<<30, time.Second, 1<<30)))
+			}
+			ctx := context.Background()
+			var next atomic.Int64
+			cpu0 := redisCPU(b, rdb)
+			b.ReportAllocs()
+			b.SetParallelism(32)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := ls[next.Add(7919)%int64(len(ls))].TryAcquire(ctx, 1); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+			b.ReportMetric((redisCPU(b, rdb)-cpu0)/float64(b.N)*1e6, "redis-µs/decision")
+		})
+	}
 }

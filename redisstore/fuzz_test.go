@@ -74,6 +74,7 @@ func FuzzDecodeConfig(f *testing.F) {
 func FuzzDecodeReply(f *testing.F) {
 	f.Add([]byte{4, 4, 1, 5, 9, 13, 17, 21, 25, 8, 12, 16, 20}, "sliding-log", "overall", "10")
 	f.Add([]byte{4, 128, 8, 12, 16, 20}, "", "", "")
+	f.Add([]byte{4, 129, 8, 12, 16, 20}, "", "", "")
 	f.Add([]byte{0xff}, "", "", "")
 	f.Fuzz(func(t *testing.T, shape []byte, a, m, r string) {
 		var v []any
@@ -93,21 +94,39 @@ func FuzzDecodeReply(f *testing.F) {
 		if len(shape) > 0 && shape[0] == 7 {
 			raw = string(shape) // not even an array
 		}
-		// The client may or may not have known a config.
+		// One or two limiters, whose clients may or may not have known a config.
 		var known redlimit.Config
 		if len(shape) > 1 && shape[1]%2 == 1 {
 			known = redlimit.PerSecond(10)
 			known, _ = known.Normalize()
 		}
-		outs, err := decodeReplies(raw, 1, known)
+		works := []*work{{key: redlimit.Key{Name: "a", Client: "c"}, known: known, calls: make([]call, 1)}}
+		if len(shape) > 2 && shape[2]%3 == 0 {
+			works = append(works, &work{key: redlimit.Key{Name: "b", Client: "c"}, calls: make([]call, 2)})
+		}
+		out := make([]result, len(works))
+		err := decodeReplies(raw, works, out)
 		if err != nil {
-			if !errors.Is(err, redlimit.ErrCorrupt) && !errors.Is(err, redlimit.ErrNotInitialized) {
-				t.Fatalf("decodeReply(%v) = %v: untyped", raw, err)
+			if !errors.Is(err, redlimit.ErrCorrupt) {
+				t.Fatalf("decodeReplies(%v) = %v: untyped", raw, err)
 			}
 			return
 		}
-		if outs[0].cfg.Rate < 1 {
-			t.Fatalf("decodeReplies(%v) accepted config %+v", raw, outs[0].cfg)
+		for i, r := range out {
+			if r.err != nil {
+				if !errors.Is(r.err, redlimit.ErrCorrupt) && !errors.Is(r.err, redlimit.ErrNotInitialized) {
+					t.Fatalf("decodeReplies(%v) work %d = %v: untyped", raw, i, r.err)
+				}
+				continue
+			}
+			if len(r.rs) != len(works[i].calls) {
+				t.Fatalf("decodeReplies(%v) work %d: %d replies for %d calls", raw, i, len(r.rs), len(works[i].calls))
+			}
+			for _, o := range r.rs {
+				if o.cfg.Rate < 1 {
+					t.Fatalf("decodeReplies(%v) accepted config %+v", raw, o.cfg)
+				}
+			}
 		}
 	})
 }

@@ -62,6 +62,9 @@ type Store struct {
 	// batching: concurrent calls on one log share a script run (lanes).
 	batching bool
 	lanes    sync.Map
+	// group puts the works of different limiters in one run (nil: each
+	// goes alone, as on a Cluster).
+	group *group
 	// refusals answers calls on exhausted limiters locally (refusals.go).
 	refusals   refusals
 	refusalTTL time.Duration
@@ -150,6 +153,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 		}
 	}
 	s.scripter = rdb
+	if _, single := rdb.(*redis.Client); single && s.batching {
+		s.group = &group{}
+	}
 	if s.autoPipe {
 		var ap *redis.AutoPipeliner
 		var err error

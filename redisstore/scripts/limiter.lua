@@ -9,21 +9,27 @@
 -- Functions are made once per run, never per call, and a call only touches
 -- Redis where its algorithm keeps a list (the sliding log).
 --
--- KEYS[1] the limiter hash: its config (fields A algorithm, M mode, R rate,
---         I interval ms, E epoch, B burst, C capacity; B and C absent when 0)
---         and its Overall state (the lower-case fields below). It persists
---         until Delete or Expire; the state in it counts as empty past x.
--- KEYS[2] the Overall sliding-log list: [at1, permits1, at2, permits2, ...],
---         oldest first (the only algorithm whose state is a list)
--- KEYS[3] this client's state hash (PerClient), KEYS[4] its sliding-log list
+-- A run may carry several limiters (the store groups the calls of
+-- different limiters on one server): KEYS and ARGV hold one group per
+-- limiter, taken one after another, each with the rules below.
+--
+-- KEYS, four per limiter:
+--   1 the limiter hash: its config (fields A algorithm, M mode, R rate,
+--     I interval ms, E epoch, B burst, C capacity; B and C absent when 0)
+--     and its Overall state (the lower-case fields below). It persists
+--     until Delete or Expire; the state in it counts as empty past x.
+--   2 the Overall sliding-log list: [at1, permits1, at2, permits2, ...],
+--     oldest first (the only algorithm whose state is a list)
+--   3 this client's state hash (PerClient), 4 its sliding-log list
 -- ARGV[1] now in ms, or "" to read Redis TIME (the default: one clock for all clients)
--- ARGV[2..8] the config the client knows (algorithm, mode, rate, interval,
---            epoch, burst, capacity), restored when the stored one is missing;
---            ARGV[2] = "" when unknown
--- ARGV[9..] the calls, three arguments each:
---   op    "acquire" | "cancel" | "release" | "available"
---   n     permits (acquire, cancel, release)
---   arg   acquire: maximum wait in ms (-1: no bound); cancel: instant of the reservation
+-- then per limiter:
+--   7 arguments: the config the client knows (algorithm, mode, rate,
+--     interval, epoch, burst, capacity), restored when the stored one is
+--     missing; the first is "" when unknown
+--   the number of calls, then the calls, three arguments each:
+--     op    "acquire" | "cancel" | "release" | "available"
+--     n     permits (acquire, cancel, release)
+--     arg   acquire: maximum wait in ms (-1: no bound); cancel: instant of the reservation
 --
 -- State fields: l last now seen, x expiry (the state counts as empty from
 -- then on), e epoch (a client's hash only: the limiter hash's state always
@@ -32,10 +38,11 @@
 -- ..." oldest first (fixed-window, sliding-counter), a tail (sliding-counter),
 -- o owed and s scale (buckets).
 --
--- Reply: {-1} not initialized, {-3} stored config unreadable, or
---   {now, 0, then for each call: code, value, wait, at} when the stored
---   config is the one the client sent, else
---   {now, 1, algorithm, mode, rate, interval, epoch, burst, capacity, then the calls}
+-- Reply, per limiter: now, flag, then
+--   flag -1: not initialized, -3: stored config unreadable (nothing follows)
+--   flag 0: the stored config is the one the client sent; 1: it is not, and
+--           follows (algorithm, mode, rate, interval, epoch, burst, capacity)
+--   then for each call: code, value, wait, at
 --   code  1 granted / done, 0 refused, -2 permits exceed the most grantable at once
 --   value acquire, available: permits left; cancel, release: permits handed back
 --   wait  acquire: ms until at when granted, retry-after when refused
@@ -48,84 +55,96 @@ local function later(a, b) if a > b then return a end return b end
 local function ceildiv(a, b) return floor((a + b - 1) / b) end
 
 local injected = ARGV[1] ~= ''
-local now
+local start -- the run's instant
 if injected then
-  now = tonumber(ARGV[1])
+  start = tonumber(ARGV[1])
 else
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+  start = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
 end
 
--- One read gives the config and the Overall state.
-local H = {}
-local raw = redis.call('HGETALL', KEYS[1])
-for i = 1, #raw, 2 do H[raw[i]] = raw[i + 1] end
-local cfg = {H.A, H.M, H.R, H.I, H.E, H.B or '0', H.C or '0'}
-local same = true -- the stored config is the one the client sent
-if not cfg[1] and not cfg[3] then
-  if ARGV[2] == '' then return {-1} end
-  cfg = {ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]}
-  local set = {'A', cfg[1], 'M', cfg[2], 'R', cfg[3], 'I', cfg[4], 'E', cfg[5]}
-  if cfg[6] ~= '0' then set[#set + 1] = 'B'; set[#set + 1] = cfg[6] end
-  if cfg[7] ~= '0' then set[#set + 1] = 'C'; set[#set + 1] = cfg[7] end
-  -- A limiter hash without a config holds no state either: start it afresh.
-  if #raw > 0 then redis.call('DEL', KEYS[1]) end
-  redis.call('HSET', KEYS[1], unpack(set))
-  H = {}
-else
-  for i = 1, 7 do
-    if cfg[i] ~= ARGV[i + 1] then same = false end
-  end
-end
-local alg, mode = cfg[1], cfg[2]
-local rate, interval, epoch = tonumber(cfg[3]), tonumber(cfg[4]), tonumber(cfg[5])
-local burst, capacity = tonumber(cfg[6]), tonumber(cfg[7])
-if (mode ~= 'overall' and mode ~= 'per-client') or not rate or rate < 1 or not interval
-    or interval < 1 or not epoch or not burst or not capacity then
-  return {-3}
-end
+-- The limiter being served: set by load.
+local now, alg, mode, rate, interval, epoch, burst, capacity, most
+local perClient, stateKey, listKey, hasList
+local S, W, stored -- state fields (numbers), windows, fields the stored state has
+local dirty -- S changed: write it at the end of the limiter's calls
+local tailAt, tailPermits, tailKnown -- the sliding log's tail, read once
+local headK, headSum, headCut -- its head pairs at or before headCut: list elements, permits
 
--- The most one request can be granted; checked before any state is touched.
-local most = rate
-if alg == 'token-bucket' then most = burst elseif alg == 'leaky-bucket' then most = capacity end
-if alg ~= 'sliding-log' and alg ~= 'fixed-window' and alg ~= 'sliding-counter'
-    and alg ~= 'token-bucket' and alg ~= 'leaky-bucket' or most < 1 then
-  return {-3}
-end
-
--- The state fields, and which of them the stored state has.
 local stateFields = {'l', 'x', 't', 'w', 'a', 'o', 's', 'e'}
-local perClient = mode == 'per-client'
-local stateKey, listKey = KEYS[1], KEYS[2]
-if perClient then
-  stateKey, listKey = KEYS[3], KEYS[4]
-  H = {}
-  raw = redis.call('HGETALL', stateKey)
-  for i = 1, #raw, 2 do H[raw[i]] = raw[i + 1] end
-end
-local hasList = alg == 'sliding-log'
-local S, stored = {}, {}
-for _, f in ipairs(stateFields) do
-  if H[f] then
-    stored[f] = true
-    if f ~= 'w' then S[f] = tonumber(H[f]) end
-  end
-end
--- W holds the windows of fixed-window and sliding-counter, oldest first.
-local W = {}
-if H.w then
-  for v in string.gmatch(H.w, '%S+') do W[#W + 1] = tonumber(v) end
-end
+local algorithms = {['sliding-log'] = true, ['fixed-window'] = true, ['sliding-counter'] = true,
+  ['token-bucket'] = true, ['leaky-bucket'] = true}
 
--- State of another epoch (a reset) is discarded; so is a list whose state
--- is gone.
-if perClient and next(stored) and S.e ~= epoch then
-  redis.call('DEL', stateKey, listKey)
+-- load reads the config and the state of the limiter whose KEYS start after
+-- k and whose ARGV start at a. It returns the flag of the reply (0 or 1,
+-- or an error: -1, -3) and the stored config.
+local function load(k, a)
+  now = start
+  -- One read gives the config and the Overall state.
+  local H = {}
+  local raw = redis.call('HGETALL', KEYS[k + 1])
+  for i = 1, #raw, 2 do H[raw[i]] = raw[i + 1] end
+  local cfg = {H.A, H.M, H.R, H.I, H.E, H.B or '0', H.C or '0'}
+  local flag = 0 -- the stored config is the one the client sent
+  if not cfg[1] and not cfg[3] then
+    if ARGV[a] == '' then return -1 end
+    cfg = {ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]}
+    local set = {'A', cfg[1], 'M', cfg[2], 'R', cfg[3], 'I', cfg[4], 'E', cfg[5]}
+    if cfg[6] ~= '0' then set[#set + 1] = 'B'; set[#set + 1] = cfg[6] end
+    if cfg[7] ~= '0' then set[#set + 1] = 'C'; set[#set + 1] = cfg[7] end
+    -- A limiter hash without a config holds no state either: start it afresh.
+    if #raw > 0 then redis.call('DEL', KEYS[k + 1]) end
+    redis.call('HSET', KEYS[k + 1], unpack(set))
+    H = {}
+  else
+    for i = 1, 7 do
+      if cfg[i] ~= ARGV[a + i - 1] then flag = 1 end
+    end
+  end
+  alg, mode = cfg[1], cfg[2]
+  rate, interval, epoch = tonumber(cfg[3]), tonumber(cfg[4]), tonumber(cfg[5])
+  burst, capacity = tonumber(cfg[6]), tonumber(cfg[7])
+  if (mode ~= 'overall' and mode ~= 'per-client') or not rate or rate < 1 or not interval
+      or interval < 1 or not epoch or not burst or not capacity or not algorithms[alg] then
+    return -3
+  end
+  -- The most one request can be granted; checked before any state is touched.
+  most = rate
+  if alg == 'token-bucket' then most = burst elseif alg == 'leaky-bucket' then most = capacity end
+  if most < 1 then return -3 end
+
+  perClient = mode == 'per-client'
+  stateKey, listKey = KEYS[k + 1], KEYS[k + 2]
+  if perClient then
+    stateKey, listKey = KEYS[k + 3], KEYS[k + 4]
+    H = {}
+    raw = redis.call('HGETALL', stateKey)
+    for i = 1, #raw, 2 do H[raw[i]] = raw[i + 1] end
+  end
+  hasList = alg == 'sliding-log'
   S, W, stored = {}, {}, {}
-elseif not S.l and hasList and redis.call('EXISTS', listKey) == 1 then
-  redis.call('DEL', listKey)
+  for _, f in ipairs(stateFields) do
+    if H[f] then
+      stored[f] = true
+      if f ~= 'w' then S[f] = tonumber(H[f]) end
+    end
+  end
+  if H.w then
+    for v in string.gmatch(H.w, '%S+') do W[#W + 1] = tonumber(v) end
+  end
+  -- State of another epoch (a reset) is discarded; so is a list whose state
+  -- is gone.
+  if perClient and next(stored) and S.e ~= epoch then
+    redis.call('DEL', stateKey, listKey)
+    S, W, stored = {}, {}, {}
+  elseif not S.l and hasList and redis.call('EXISTS', listKey) == 1 then
+    redis.call('DEL', listKey)
+  end
+  dirty = false
+  tailAt, tailPermits, tailKnown = nil, 0, false
+  headK, headSum, headCut = 0, 0, nil
+  return flag, cfg
 end
-local dirty = false -- S changed: write it at the end of the batch
 
 -- Each call starts here: time never runs backwards for a state, and past
 -- its expiry it counts as empty.
@@ -192,7 +211,7 @@ local function flush()
   if hasList then redis.call('PEXPIRE', listKey, ttl) end
 end
 
-local out -- the reply; each call appends code, value, wait, at
+local out = {} -- the reply; each call appends code, value, wait, at
 local function reply(code, value, wait, at)
   local k = #out
   out[k + 1], out[k + 2], out[k + 3], out[k + 4] = code, value, wait, at
@@ -201,8 +220,6 @@ end
 ---------------------------------------------------------------- sliding-log
 -- The list holds pairs [instant, permits], oldest first. Within a batch its
 -- tail and its expired head are read once and then followed in Lua.
-local tailAt, tailPermits, tailKnown = nil, 0, false
-local headK, headSum, headCut = 0, 0, nil -- head pairs before headCut: list elements, permits
 
 local function tail()
   if not tailKnown then
@@ -607,28 +624,37 @@ local function bucket(leaky, op, n, arg3)
 end
 
 ---------------------------------------------------------------- the batch loop
-local handle
-if alg == 'sliding-log' then handle = sliding_log
-elseif alg == 'fixed-window' then handle = function(op, n, a) return windows(false, op, n, a) end
-elseif alg == 'sliding-counter' then handle = function(op, n, a) return windows(true, op, n, a) end
-elseif alg == 'token-bucket' then handle = function(op, n, a) return bucket(false, op, n, a) end
-else handle = function(op, n, a) return bucket(true, op, n, a) end
+local function handle(op, n, a3)
+  if alg == 'sliding-log' then return sliding_log(op, n, a3)
+  elseif alg == 'fixed-window' then return windows(false, op, n, a3)
+  elseif alg == 'sliding-counter' then return windows(true, op, n, a3)
+  elseif alg == 'token-bucket' then return bucket(false, op, n, a3)
+  end
+  return bucket(true, op, n, a3)
 end
 
-if same then
-  out = {0, 0}
-else
-  out = {0, 1, cfg[1], cfg[2], cfg[3], cfg[4], cfg[5], cfg[6], cfg[7]}
-end
-for i = 9, #ARGV - 2, 3 do
-  local op, n = ARGV[i], tonumber(ARGV[i + 1])
-  if op == 'acquire' and n > most then
-    reply(-2, 0, 0, 0)
-  else
-    begin()
-    handle(op, n, tonumber(ARGV[i + 2]))
+local k, a = 0, 2
+while a + 7 <= #ARGV do
+  local calls = tonumber(ARGV[a + 7]) or 0
+  local flag, cfg = load(k, a)
+  local head = #out + 1
+  out[head], out[head + 1] = start, flag
+  if flag == 1 then
+    for i = 1, 7 do out[#out + 1] = cfg[i] end
   end
+  if flag >= 0 then
+    for i = a + 8, a + 5 + 3 * calls, 3 do
+      local op, n = ARGV[i], tonumber(ARGV[i + 1])
+      if op == 'acquire' and n > most then
+        reply(-2, 0, 0, 0)
+      else
+        begin()
+        handle(op, n, tonumber(ARGV[i + 2]))
+      end
+    end
+    flush()
+    out[head] = now
+  end
+  k, a = k + 4, a + 8 + 3 * calls
 end
-flush()
-out[1] = now
 return out

@@ -241,6 +241,14 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 		return l.degraded(ctx, n, maxWait, err)
 	}
 	l.remember(d.Config)
+	// The answers that need no sleep, as wait gives them, without copying
+	// the Decision into a call: this is the hot path.
+	if !d.Granted {
+		return Result{Remaining: d.Remaining, RetryAfter: d.Wait}, nil
+	}
+	if d.Wait <= 0 {
+		return Result{Allowed: true, Remaining: d.Remaining, At: d.At, Waited: d.Wait}, nil
+	}
 	return l.wait(ctx, d, n)
 }
 
@@ -301,8 +309,9 @@ func (l *Limiter) Delete(ctx context.Context) (bool, error) {
 	return l.store.Delete(ctx, l.name)
 }
 
-// Expire makes the limiter's config disappear after ttl (its state expires on
-// its own once idle); it reports whether a config existed.
+// Expire makes the limiter disappear after ttl: its config and Overall state
+// go then, as with Delete (PerClient state expires on its own once idle). It
+// reports whether a config existed.
 func (l *Limiter) Expire(ctx context.Context, ttl time.Duration) (bool, error) {
 	if err := ValidateTTL(ttl); err != nil {
 		return false, err

@@ -3,10 +3,15 @@ package memstore_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/memstore"
 )
 
@@ -57,4 +62,58 @@ func BenchmarkManyKeys(b *testing.B) {
 			i += 7
 		}
 	})
+}
+
+// BenchmarkXTimeRate is the yardstick for BenchmarkTryAcquire's one-caller
+// figures: golang.org/x/time/rate's AllowN on one limiter that never refuses.
+func BenchmarkXTimeRate(b *testing.B) {
+	l := rate.NewLimiter(rate.Limit(1<<30), 1<<30)
+	b.ReportAllocs()
+	for b.Loop() {
+		l.AllowN(time.Now(), 1)
+	}
+}
+
+// BenchmarkMillionKeys measures the heap per limiter with a million distinct
+// names (per-user token buckets that know their config), while their state
+// is live and again once it is idle and the store had calls to sweep it in.
+// Run it with -benchtime=1x: one run is a million limiters.
+func BenchmarkMillionKeys(b *testing.B) {
+	const keys = 1_000_000
+	ctx := context.Background()
+	cfg := redlimit.TokenBucketConfig(10, time.Second, 10)
+	for b.Loop() {
+		clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+		s := memstore.New(memstore.WithClock(clk))
+		base := heap()
+		for i := range keys {
+			l, err := redlimit.New(s, "user-"+strconv.Itoa(i), redlimit.WithConfig(cfg), redlimit.WithClientID("c"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := l.TryAcquire(ctx, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		live := heap()
+		// Idle: every bucket has refilled. Calls on other names give the
+		// store the chance to sweep (it has no goroutine of its own).
+		clk.Advance(10 * time.Second)
+		for i := range keys / 100 {
+			l, _ := redlimit.New(s, "other-"+strconv.Itoa(i), redlimit.WithConfig(cfg), redlimit.WithClientID("c"))
+			l.TryAcquire(ctx, 1)
+		}
+		idle := heap()
+		b.ReportMetric(float64(live-base)/keys, "B/limiter")
+		b.ReportMetric(float64(idle-base)/(keys+keys/100), "B/idle-limiter")
+		runtime.KeepAlive(s)
+	}
+}
+
+// heap is the live heap after a collection.
+func heap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }

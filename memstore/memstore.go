@@ -3,11 +3,32 @@
 //
 // Limiters in one memory store are shared by every Limiter opened on it in
 // this process; PerClient limits are told apart by client ID as in Redis.
+//
+// # Memory
+//
+// Limiters live in a map split into shards, each under its own lock, so that
+// calls on different names scale with GOMAXPROCS. State is dropped once it is
+// forgotten (algorithm.State.Forgotten: it can no longer change an answer),
+// as Redis drops a log by its key's TTL, and a name with neither config nor
+// state goes entirely. The store has no goroutine: calls pay for the sweeps,
+// amortized. A shard is swept by the call that finds it unswept for
+// sweepEvery (store time) and by the call that doubles its size since the
+// last sweep, so idle state never outnumbers the state in use for long.
+//
+// Configs are never evicted, even those restored from a caller's known
+// config: Redis keeps those until Delete or Expire, and Config, TrySetRate,
+// Delete and Expire would answer differently without them. They are kept
+// compact instead: an idle limiter is its name, a small entry and a pointer
+// to its config, which equal configs share: at a million per-user token
+// buckets, about 180 bytes each with state, 150 once idle
+// (BenchmarkMillionKeys).
 package memstore
 
 import (
 	"context"
+	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlimit/redlimit"
@@ -20,15 +41,48 @@ import (
 	"github.com/redlimit/redlimit/clock"
 )
 
+const (
+	// shardCount shards the names (a power of two): enough that cores
+	// rarely meet on one shard's lock and that one shard's sweep is short.
+	shardCount = 256
+	// sweepEvery is how often (store time) each shard is swept at least.
+	sweepEvery = 10 * time.Second
+	// minSweepSize is the size below which a shard's growth triggers no sweep.
+	minSweepSize = 64
+)
+
 // Store is an in-memory redlimit.Store. The zero value is not usable; call New.
 type Store struct {
 	clock clock.Clock
-	// limiters maps a name to its *limiter: read without a lock on the hot
-	// path, each limiter under its own mutex.
-	limiters sync.Map
+	// real: clock is clock.Real, read directly (no interface call).
+	real   bool
+	seed   maphash.Seed
+	shards [shardCount]shard
+	// last is the config interned last: limiters restored from the same
+	// known config (per-user limits) share one copy.
+	last atomic.Pointer[conf]
 }
 
 var _ redlimit.Store = (*Store)(nil)
+
+// shard is one part of the names. Lookups read an immutable map without a
+// lock (a lock's atomic writes cost more than the rest of a lookup); names
+// added since it was made wait in dirty, under mu, until it is rebuilt.
+type shard struct {
+	read atomic.Pointer[map[string]*limiter]
+	mu   sync.Mutex
+	// dirty holds the names added since read was made; misses counts the
+	// lookups that locked mu since then. read is rebuilt (dirty merged in,
+	// dead limiters left out) when misses reach its size: the copy costs
+	// O(1) per miss.
+	dirty  map[string]*limiter
+	misses int
+	// next is the size at which an insert sweeps the shard; swept is the
+	// store time (ms) of the last sweep.
+	next  int
+	swept atomic.Int64
+	_     [64 - 8 - 8 - 8 - 8 - 8 - 8]byte // a cache line each
+}
 
 // Option configures a Store.
 type Option func(*Store)
@@ -38,23 +92,39 @@ func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // New returns an empty memory store.
 func New(opts ...Option) *Store {
-	s := &Store{clock: clock.Real}
+	s := &Store{clock: clock.Real, seed: maphash.MakeSeed()}
 	for _, o := range opts {
 		o(s)
 	}
+	s.real = s.clock == clock.Real
 	return s
+}
+
+// conf is a stored config with what the hot path derives from it. It is
+// never written once made, so limiters share it.
+type conf struct {
+	redlimit.Config
+	lim algorithm.Limit
+	max int64 // Config.MaxPermits
 }
 
 // limiter is one name's config and logs.
 type limiter struct {
-	mu        sync.Mutex
-	cfg       redlimit.Config // Rate 0: none stored
-	expiresAt int64           // ms; 0: the config does not expire
-	logs      map[string]*log // "" holds the Overall log, else a client's
+	mu sync.Mutex
+	// dead: the limiter left the store (set under mu); whoever finds it
+	// dead looks again.
+	dead atomic.Bool
+	// cfg is nil when no config is stored. Written under mu; read without
+	// it only to skip validating a known config equal to it.
+	cfg       atomic.Pointer[conf]
+	expiresAt int64 // ms; 0: the config does not expire
+	overall   log
+	clients   map[string]*log // PerClient logs; nil while there is none
 	swept     int64           // ms of the last sweep of idle logs
 }
 
-// log is one limit's state under the algorithm of its epoch.
+// log is one limit's state under the algorithm of its epoch; a nil State
+// is a fresh one.
 type log struct {
 	algorithm.State
 	epoch int64
@@ -75,79 +145,220 @@ func newState(a redlimit.Algorithm) algorithm.State {
 	return new(slidinglog.State)
 }
 
-func (s *Store) nowMS() int64 { return s.clock.Now().UnixMilli() }
-
-// get returns the limiter for name, creating an empty one when create is set.
-func (s *Store) get(name string, create bool) *limiter {
-	if v, ok := s.limiters.Load(name); ok {
-		return v.(*limiter)
+func (s *Store) nowMS() int64 {
+	if s.real {
+		return wallMS()
 	}
-	if !create {
-		return nil
-	}
-	v, _ := s.limiters.LoadOrStore(name, &limiter{logs: make(map[string]*log)})
-	return v.(*limiter)
+	return s.clock.Now().UnixMilli()
 }
 
-// drop forgets name if l is still its limiter.
-func (s *Store) drop(name string, l *limiter) {
-	s.limiters.CompareAndDelete(name, l)
+// intern returns c, normalized, as a shared conf. A config equal to the
+// last one interned is known to be valid and is not normalized again.
+func (s *Store) intern(c redlimit.Config) (*conf, error) {
+	if p := s.last.Load(); p != nil && p.Config == c {
+		return p, nil
+	}
+	n, err := c.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	if p := s.last.Load(); p != nil && p.Config == n {
+		return p, nil
+	}
+	p := &conf{Config: n, lim: algorithm.Limit{Rate: n.Rate, Interval: n.Interval.Milliseconds(), Burst: n.Burst, Capacity: n.Capacity}, max: n.MaxPermits()}
+	s.last.Store(p)
+	return p, nil
 }
 
-// expireConfig forgets a config whose TTL has passed. l.mu is held.
+func (s *Store) shard(name string) *shard {
+	return &s.shards[maphash.String(s.seed, name)&(shardCount-1)]
+}
+
+// open returns name's limiter, locked, creating an empty one when create is
+// set; nil when there is none.
+func (s *Store) open(sh *shard, name string, create bool) *limiter {
+	var l *limiter
+	if m := sh.read.Load(); m != nil {
+		l = (*m)[name]
+	}
+	for {
+		if l == nil || l.dead.Load() {
+			if l = s.find(sh, name, create); l == nil {
+				return nil
+			}
+		}
+		l.mu.Lock()
+		if !l.dead.Load() {
+			return l
+		}
+		l.mu.Unlock()
+	}
+}
+
+// find is open's slow path, under sh.mu: a name that is not (or no longer
+// alive) in read. An insert that doubles the shard since its last sweep
+// sweeps it.
+func (s *Store) find(sh *shard, name string, create bool) *limiter {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	read := sh.readMap()
+	l := sh.dirty[name]
+	if l == nil {
+		if l = read[name]; l != nil && l.dead.Load() {
+			l = nil
+		}
+	}
+	if l == nil {
+		if !create {
+			return nil
+		}
+		if len(read)+len(sh.dirty) >= max(sh.next, minSweepSize) {
+			now := s.nowMS()
+			sh.swept.Store(now)
+			sh.sweep(now) // rebuilds read
+			read = sh.readMap()
+		}
+		if sh.dirty == nil {
+			sh.dirty = make(map[string]*limiter)
+		}
+		l = new(limiter)
+		sh.dirty[name] = l
+	}
+	if sh.misses++; sh.misses >= len(read) {
+		sh.rebuild()
+	}
+	return l
+}
+
+// readMap is the map read points to (nil while empty).
+func (sh *shard) readMap() map[string]*limiter {
+	if m := sh.read.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
+
+// rebuild makes a new read of the live limiters of read and dirty. sh.mu is
+// held.
+func (sh *shard) rebuild() {
+	read := sh.readMap()
+	m := make(map[string]*limiter, len(read)+len(sh.dirty))
+	for name, l := range read {
+		if !l.dead.Load() {
+			m[name] = l
+		}
+	}
+	for name, l := range sh.dirty {
+		if !l.dead.Load() {
+			m[name] = l
+		}
+	}
+	sh.read.Store(&m)
+	sh.dirty, sh.misses = nil, 0
+}
+
+// done unlocks l after a call at now, and sweeps sh if it is due.
+func (s *Store) done(sh *shard, l *limiter, now int64) {
+	l.mu.Unlock()
+	if last := sh.swept.Load(); now-last >= sweepEvery.Milliseconds() && sh.swept.CompareAndSwap(last, now) {
+		sh.mu.Lock()
+		sh.sweep(now)
+		sh.mu.Unlock()
+	}
+}
+
+// sweep drops the forgotten state of the shard's limiters, and the limiters
+// left with neither config nor state, then rebuilds read. sh.mu is held; a
+// limiter that is busy is left for the next sweep.
+func (sh *shard) sweep(now int64) {
+	visit := func(l *limiter) {
+		if l.dead.Load() || !l.mu.TryLock() {
+			return
+		}
+		l.expireConfig(now)
+		l.forget(now)
+		if l.empty() {
+			l.dead.Store(true)
+		}
+		l.mu.Unlock()
+	}
+	for _, l := range sh.readMap() {
+		visit(l)
+	}
+	for _, l := range sh.dirty {
+		visit(l)
+	}
+	sh.rebuild()
+	sh.next = 2 * len(sh.readMap())
+}
+
+// drop takes l, locked and empty, out of the store. It stays in read, dead,
+// until read is rebuilt.
+func (sh *shard) drop(name string, l *limiter) {
+	l.dead.Store(true)
+	sh.mu.Lock()
+	if sh.dirty[name] == l {
+		delete(sh.dirty, name)
+	}
+	sh.mu.Unlock()
+}
+
+// empty reports whether l holds neither config nor state. l.mu is held.
+func (l *limiter) empty() bool {
+	return l.cfg.Load() == nil && l.overall.State == nil && len(l.clients) == 0
+}
+
+// expireConfig forgets a config whose TTL has passed, and the Overall state
+// with it, as Redis does (both live in the limiter hash there). l.mu is held.
 func (l *limiter) expireConfig(now int64) {
 	if l.expiresAt != 0 && now >= l.expiresAt {
-		l.cfg, l.expiresAt = redlimit.Config{}, 0
+		l.cfg.Store(nil)
+		l.expiresAt = 0
+		l.overall = log{}
 	}
 }
 
-// config returns the stored config, restoring it from known when it was
-// lost. l.mu is held.
-func (l *limiter) config(now int64, known redlimit.Config) (redlimit.Config, error) {
-	l.expireConfig(now)
-	if l.cfg.Rate == 0 {
-		if known.Rate == 0 {
-			return redlimit.Config{}, redlimit.ErrNotInitialized
-		}
-		l.cfg = known
-	}
-	return l.cfg, nil
-}
-
-// log returns the log that key uses under cfg, emptied if it belongs to
+// log returns the log that client uses under c, emptied if it belongs to
 // another epoch. l.mu is held.
-func (l *limiter) log(cfg redlimit.Config, client string, now int64) *log {
-	l.sweep(cfg, now)
-	if cfg.Mode != redlimit.PerClient {
-		client = ""
+func (l *limiter) log(c *conf, client string, now int64) *log {
+	if now-l.swept >= c.lim.Interval {
+		// Forget the logs that hold nothing that can change an answer
+		// (such as the log of a PerClient client that went away), at most
+		// once per interval. A log of another epoch is kept until then, as
+		// Redis keeps its keys: a client that restores that epoch after a
+		// data loss finds it as Redis would.
+		l.swept = now
+		l.forget(now)
 	}
-	lg := l.logs[client]
-	if lg == nil || lg.epoch != cfg.Epoch {
-		lg = &log{State: newState(cfg.Algorithm), epoch: cfg.Epoch}
-		l.logs[client] = lg
+	lg := &l.overall
+	if c.Mode == redlimit.PerClient {
+		if lg = l.clients[client]; lg == nil {
+			if l.clients == nil {
+				l.clients = make(map[string]*log)
+			}
+			lg = new(log)
+			l.clients[client] = lg
+		}
+	}
+	if lg.State == nil || lg.epoch != c.Epoch {
+		lg.State, lg.epoch = newState(c.Algorithm), c.Epoch
 	}
 	return lg
 }
 
-// sweep forgets logs that hold nothing that can change an answer (such as the
-// log of a PerClient client that went away), at most once per interval. A log
-// of another epoch is kept until then, as Redis keeps its keys: a client that
-// restores that epoch after a data loss finds it as Redis would.
-func (l *limiter) sweep(cfg redlimit.Config, now int64) {
-	lim := limitOf(cfg)
-	if now-l.swept < lim.Interval {
-		return
+// forget drops the logs that are forgotten at now. l.mu is held.
+func (l *limiter) forget(now int64) {
+	if l.overall.State != nil && l.overall.Forgotten(now) {
+		l.overall = log{}
 	}
-	l.swept = now
-	for id, lg := range l.logs {
-		if lg.Forgotten(now) {
-			delete(l.logs, id)
+	for id, lg := range l.clients {
+		if lg.State == nil || lg.Forgotten(now) {
+			delete(l.clients, id)
 		}
 	}
-}
-
-func limitOf(c redlimit.Config) algorithm.Limit {
-	return algorithm.Limit{Rate: c.Rate, Interval: c.Interval.Milliseconds(), Burst: c.Burst, Capacity: c.Capacity}
+	if len(l.clients) == 0 {
+		l.clients = nil
+	}
 }
 
 func ms(t int64) time.Time { return time.UnixMilli(t) }
@@ -164,19 +375,23 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	if err := ctx.Err(); err != nil {
 		return redlimit.Config{}, false, err
 	}
-	l := s.get(name, true)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.expireConfig(s.nowMS())
+	sh := s.shard(name)
+	l := s.open(sh, name, true)
+	now := s.nowMS()
+	l.expireConfig(now)
+	old := l.cfg.Load()
 	switch {
-	case l.cfg.Rate != 0 && how == redlimit.SetIfAbsent:
-		return l.cfg, false, nil
-	case l.cfg.Rate != 0 && how == redlimit.SetKeepState && l.cfg.Algorithm == c.Algorithm:
-		c.Epoch = l.cfg.Epoch // another algorithm's state means nothing: a new epoch
+	case old != nil && how == redlimit.SetIfAbsent:
+		s.done(sh, l, now)
+		return old.Config, false, nil
+	case old != nil && how == redlimit.SetKeepState && old.Algorithm == c.Algorithm:
+		c.Epoch = old.Epoch // another algorithm's state means nothing: a new epoch
 	default:
 		c.Epoch = redlimit.NewEpoch()
 	}
-	l.cfg = c
+	p, _ := s.intern(c) // c is normalized
+	l.cfg.Store(p)
+	s.done(sh, l, now)
 	return c, true, nil
 }
 
@@ -188,64 +403,108 @@ func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error
 	if err := ctx.Err(); err != nil {
 		return redlimit.Config{}, err
 	}
-	l := s.get(name, false)
+	sh := s.shard(name)
+	l := s.open(sh, name, false)
 	if l == nil {
 		return redlimit.Config{}, redlimit.ErrNotInitialized
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.config(s.nowMS(), redlimit.Config{})
+	now := s.nowMS()
+	l.expireConfig(now)
+	c := l.cfg.Load()
+	s.done(sh, l, now)
+	if c == nil {
+		return redlimit.Config{}, redlimit.ErrNotInitialized
+	}
+	return c.Config, nil
 }
 
-// with runs f on key's log under the limiter's lock, after the checks every
-// call shares.
-func (s *Store) with(ctx context.Context, key redlimit.Key, known redlimit.Config, f func(lg *log, cfg redlimit.Config, now int64) error) (redlimit.Config, error) {
-	if err := redlimit.ValidateName(key.Name); err != nil {
-		return redlimit.Config{}, err
+// call is a locked limiter and what the call needs of it; end it with done.
+type call struct {
+	sh  *shard
+	l   *limiter
+	c   *conf
+	now int64
+}
+
+// end unlocks the call's limiter (see Store.done).
+func (s *Store) end(k *call) { s.done(k.sh, k.l, k.now) }
+
+// begin makes the checks every call on a log shares and locks key's
+// limiter, restoring its config from known when it was lost. The errors
+// come in a fixed order: name, known config, context, not initialized.
+func (s *Store) begin(ctx context.Context, name string, known *redlimit.Config) (call, error) {
+	if err := redlimit.ValidateName(name); err != nil {
+		return call{}, err
 	}
+	sh := s.shard(name)
+	l := s.open(sh, name, known.Rate != 0)
+	var kc *conf // known, once checked
 	if known.Rate != 0 {
-		var err error
-		if known, err = known.Normalize(); err != nil {
-			return redlimit.Config{}, err
+		// A known config equal to the stored one needs no checking: the
+		// hot path, since callers learn the stored config.
+		if p := l.cfg.Load(); p != nil && p.Config == *known {
+			kc = p
+		} else {
+			var err error
+			if kc, err = s.intern(*known); err != nil {
+				s.abandon(sh, name, l)
+				return call{}, err
+			}
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return redlimit.Config{}, err
+		if l != nil {
+			s.abandon(sh, name, l)
+		}
+		return call{}, err
 	}
-	l := s.get(key.Name, known.Rate != 0)
 	if l == nil {
-		return redlimit.Config{}, redlimit.ErrNotInitialized
+		return call{}, redlimit.ErrNotInitialized
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	now := s.nowMS()
-	cfg, err := l.config(now, known)
-	if err != nil {
-		return redlimit.Config{}, err
+	l.expireConfig(now)
+	c := l.cfg.Load()
+	if c == nil {
+		if kc == nil {
+			s.done(sh, l, now)
+			return call{}, redlimit.ErrNotInitialized
+		}
+		c = kc
+		l.cfg.Store(c)
 	}
-	return cfg, f(l.log(cfg, key.Client, now), cfg, now)
+	return call{sh: sh, l: l, c: c, now: now}, nil
 }
 
-// Acquire implements redlimit.Store.
-func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (redlimit.Decision, error) {
+// abandon unlocks l after a call that failed before touching it, dropping
+// it if the call created it.
+func (s *Store) abandon(sh *shard, name string, l *limiter) {
+	if l.empty() {
+		sh.drop(name, l)
+	}
+	l.mu.Unlock()
+}
+
+// Acquire implements redlimit.Store. It fills its named result in place:
+// a Decision is large enough that copying it shows on the hot path.
+func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (out redlimit.Decision, err error) {
 	if err := redlimit.ValidatePermits(n); err != nil {
-		return redlimit.Decision{}, err
+		return out, err
 	}
-	var d algorithm.Decision
-	cfg, err := s.with(ctx, key, known, func(lg *log, cfg redlimit.Config, now int64) error {
-		if n > cfg.MaxPermits() {
-			return redlimit.PermitsExceedRate(n, cfg.MaxPermits())
-		}
-		d = lg.Acquire(now, limitOf(cfg), n, waitMS(maxWait))
-		return nil
-	})
+	k, err := s.begin(ctx, key.Name, &known)
 	if err != nil {
-		return redlimit.Decision{}, err
+		return out, err
 	}
-	out := redlimit.Decision{Granted: d.Granted, Remaining: d.Remaining, Wait: time.Duration(d.Wait) * time.Millisecond, Now: ms(d.Now), Config: cfg}
+	if n > k.c.max {
+		s.end(&k)
+		return out, redlimit.PermitsExceedRate(n, k.c.max)
+	}
+	d := k.l.log(k.c, key.Client, k.now).Acquire(k.now, k.c.lim, n, waitMS(maxWait))
+	s.end(&k)
+	out.Granted, out.Remaining, out.Wait, out.Now = d.Granted, d.Remaining, time.Duration(d.Wait)*time.Millisecond, ms(d.Now)
 	if d.Granted {
 		out.At = ms(d.At)
 	}
+	out.Config = k.c.Config
 	return out, nil
 }
 
@@ -263,12 +522,13 @@ func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Con
 	if n <= 0 {
 		return 0, redlimit.ValidatePermits(n)
 	}
-	var got int64
-	_, err := s.with(ctx, key, known, func(lg *log, cfg redlimit.Config, now int64) error {
-		got = lg.Cancel(now, limitOf(cfg), at.UnixMilli(), n)
-		return nil
-	})
-	return got, err
+	k, err := s.begin(ctx, key.Name, &known)
+	if err != nil {
+		return 0, err
+	}
+	got := k.l.log(k.c, key.Client, k.now).Cancel(k.now, k.c.lim, at.UnixMilli(), n)
+	s.end(&k)
+	return got, nil
 }
 
 // Release implements redlimit.Store.
@@ -276,54 +536,58 @@ func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Co
 	if n <= 0 {
 		return 0, redlimit.ValidatePermits(n)
 	}
-	var got int64
-	_, err := s.with(ctx, key, known, func(lg *log, cfg redlimit.Config, now int64) error {
-		got = lg.Release(now, limitOf(cfg), n)
-		return nil
-	})
-	return got, err
+	k, err := s.begin(ctx, key.Name, &known)
+	if err != nil {
+		return 0, err
+	}
+	got := k.l.log(k.c, key.Client, k.now).Release(k.now, k.c.lim, n)
+	s.end(&k)
+	return got, nil
 }
 
 // Available implements redlimit.Store.
 func (s *Store) Available(ctx context.Context, key redlimit.Key, known redlimit.Config) (int64, redlimit.Config, error) {
-	var got int64
-	cfg, err := s.with(ctx, key, known, func(lg *log, cfg redlimit.Config, now int64) error {
-		got = lg.Available(now, limitOf(cfg))
-		return nil
-	})
-	return got, cfg, err
+	k, err := s.begin(ctx, key.Name, &known)
+	if err != nil {
+		return 0, redlimit.Config{}, err
+	}
+	got := k.l.log(k.c, key.Client, k.now).Available(k.now, k.c.lim)
+	s.end(&k)
+	return got, k.c.Config, nil
 }
 
 // admin runs f on name's limiter under its lock, after the checks that
 // Delete, Expire and ClearExpire share; a name never used reports false.
-func (s *Store) admin(ctx context.Context, name string, f func(l *limiter, now int64) bool) (bool, error) {
+func (s *Store) admin(ctx context.Context, name string, f func(sh *shard, l *limiter, now int64) bool) (bool, error) {
 	if err := redlimit.ValidateName(name); err != nil {
 		return false, err
 	}
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	l := s.get(name, false)
+	sh := s.shard(name)
+	l := s.open(sh, name, false)
 	if l == nil {
 		return false, nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	now := s.nowMS()
 	l.expireConfig(now)
-	return f(l, now), nil
+	ok := f(sh, l, now)
+	s.done(sh, l, now)
+	return ok, nil
 }
 
 // Delete implements redlimit.Store. As in Redis, the PerClient logs of other
 // clients are left to expire on their own: they belong to the deleted
 // config's epoch, which a new config never has.
 func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
-	return s.admin(ctx, name, func(l *limiter, now int64) bool {
-		existed := l.cfg.Rate != 0
-		l.cfg, l.expiresAt = redlimit.Config{}, 0
-		delete(l.logs, "")
-		if len(l.logs) == 0 {
-			s.drop(name, l)
+	return s.admin(ctx, name, func(sh *shard, l *limiter, now int64) bool {
+		existed := l.cfg.Load() != nil
+		l.cfg.Store(nil)
+		l.expiresAt = 0
+		l.overall = log{}
+		if l.empty() {
+			sh.drop(name, l)
 		}
 		return existed
 	})
@@ -334,8 +598,8 @@ func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (boo
 	if err := redlimit.ValidateTTL(ttl); err != nil {
 		return false, err
 	}
-	return s.admin(ctx, name, func(l *limiter, now int64) bool {
-		if l.cfg.Rate == 0 {
+	return s.admin(ctx, name, func(sh *shard, l *limiter, now int64) bool {
+		if l.cfg.Load() == nil {
 			return false
 		}
 		l.expiresAt = now + ttl.Milliseconds()
@@ -345,7 +609,7 @@ func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (boo
 
 // ClearExpire implements redlimit.Store.
 func (s *Store) ClearExpire(ctx context.Context, name string) (bool, error) {
-	return s.admin(ctx, name, func(l *limiter, now int64) bool {
+	return s.admin(ctx, name, func(sh *shard, l *limiter, now int64) bool {
 		had := l.expiresAt != 0
 		l.expiresAt = 0
 		return had

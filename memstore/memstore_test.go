@@ -1,7 +1,9 @@
 package memstore_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/clock"
@@ -13,4 +15,29 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, clk *clock.Fake) redlimit.Store {
 		return memstore.New(memstore.WithClock(clk))
 	})
+}
+
+// TestExpireTakesOverallState: when a limiter's TTL passes its config and
+// Overall state go, as in Redis (one hash holds both): a client that still
+// knows the config restores it afresh.
+func TestExpireTakesOverallState(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	l, _ := redlimit.New(memstore.New(memstore.WithClock(clk)), "ttl", redlimit.WithClock(clk))
+	if err := l.SetRate(ctx, redlimit.PerInterval(1, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.TryAcquire(ctx, 1); err != nil || !r.Allowed {
+		t.Fatalf("first grant: %+v, %v", r, err)
+	}
+	if ok, err := l.Expire(ctx, 20*time.Millisecond); !ok || err != nil {
+		t.Fatalf("Expire = %v, %v", ok, err)
+	}
+	if r, err := l.TryAcquire(ctx, 1); err != nil || r.Allowed {
+		t.Fatalf("before the TTL: %+v, %v; want a refusal", r, err)
+	}
+	clk.Advance(20 * time.Millisecond)
+	if r, err := l.TryAcquire(ctx, 1); err != nil || !r.Allowed {
+		t.Fatalf("after the TTL: %+v, %v; want a grant from a fresh state", r, err)
+	}
 }

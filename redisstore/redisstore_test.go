@@ -105,6 +105,30 @@ func TestKeysExpire(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// An expired limiter takes its Overall state along, as Delete does: a
+	// client that still knows the config restores it afresh.
+	o, _ := redlimit.New(s, "ttl-overall")
+	if err := o.SetRate(ctx, redlimit.PerInterval(1, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := o.TryAcquire(ctx, 1); err != nil || !r.Allowed {
+		t.Fatalf("first grant: %+v, %v", r, err)
+	}
+	if ok, err := o.Expire(ctx, 20*time.Millisecond); !ok || err != nil {
+		t.Fatalf("Expire = %v, %v", ok, err)
+	}
+	for {
+		if n, _ := rdb.Exists(ctx, s.Prefix()+"{ttl-overall}").Result(); n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("limiter hash still there 5s after a 20ms Expire")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r, err := o.TryAcquire(ctx, 1); err != nil || !r.Allowed {
+		t.Fatalf("after the limiter expired: %+v, %v; want a grant from a fresh state", r, err)
+	}
 }
 
 // TestMemoryBounded: grants in one millisecond share one entry, so the log

@@ -41,15 +41,14 @@ func (s *Store) runWorks(ctx context.Context, works []*work) []result {
 	out := make([]result, len(works))
 	n := 1
 	for _, w := range works {
-		n += 8 + 3*len(w.calls)
+		n += 2 + 3*len(w.calls)
 	}
 	args := make([]any, 0, n)
 	keys := make([]string, 0, 4*len(works))
 	args = append(args, s.nowArg())
 	writes := false
 	for _, w := range works {
-		args = append(args, configArgs(w.known)...)
-		args = append(args, len(w.calls))
+		args = append(args, configArg(w.known), len(w.calls))
 		for _, c := range w.calls {
 			args = append(args, c.op, c.n, c.arg)
 			writes = writes || c.op != "available"
@@ -105,14 +104,14 @@ func decodeReplies(raw any, works []*work, out []result) error {
 			}
 			i += 2
 		case int64(1):
-			if len(r) < i+9 {
+			if len(r) < i+3 {
 				return fmt.Errorf("%w: script reply cut short", redlimit.ErrCorrupt)
 			}
 			var err error
-			if cfg, err = decodeConfig(r[i+2 : i+9]); err != nil {
+			if cfg, err = decodeConfig(r[i+2]); err != nil {
 				return fmt.Errorf("limiter %q: %w", w.key.Name, err)
 			}
-			i += 9
+			i += 3
 		default:
 			return fmt.Errorf("%w: script reply config flag %v", redlimit.ErrCorrupt, r[i+1])
 		}

@@ -42,29 +42,25 @@ func FuzzKeys(f *testing.F) {
 	})
 }
 
-// FuzzDecodeConfig: whatever a hash holds, decoding gives a valid config or
-// ErrCorrupt; never a panic.
+// FuzzDecodeConfig: whatever a limiter hash holds as its config, decoding
+// gives a valid config or ErrCorrupt; never a panic.
 func FuzzDecodeConfig(f *testing.F) {
-	f.Add("sliding-log", "overall", "10", "1000", "5", "0", "0")
-	f.Add("token-bucket", "per-client", "1", "1", "1", "", "x")
-	f.Fuzz(func(t *testing.T, a, m, r, i, e, b, c string) {
-		var v []any
-		for _, s := range []string{a, m, r, i, e, b, c} {
-			if s == "" {
-				v = append(v, nil)
-			} else {
-				v = append(v, s)
-			}
-		}
-		cfg, err := decodeConfig(v)
+	f.Add("sliding-log overall 10 1000 5 0 0")
+	f.Add("token-bucket per-client 1 1 1  x")
+	f.Add("leaky-bucket overall 3 1000 7 0 5")
+	f.Fuzz(func(t *testing.T, text string) {
+		cfg, err := decodeConfig(text)
 		if err != nil {
 			if !errors.Is(err, redlimit.ErrCorrupt) {
-				t.Fatalf("decodeConfig(%q) = %v: not ErrCorrupt", v, err)
+				t.Fatalf("decodeConfig(%q) = %v: not ErrCorrupt", text, err)
 			}
 			return
 		}
 		if _, err := cfg.Normalize(); err != nil {
-			t.Fatalf("decodeConfig(%q) accepted %+v: %v", v, cfg, err)
+			t.Fatalf("decodeConfig(%q) accepted %+v: %v", text, cfg, err)
+		}
+		if configArg(cfg) != text {
+			t.Fatalf("decodeConfig(%q) = %+v, which reads back as %q", text, cfg, configArg(cfg))
 		}
 	})
 }

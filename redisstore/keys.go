@@ -13,7 +13,7 @@ const DefaultPrefix = "redlimit:"
 // keeps distinct names on distinct keys.
 //
 // PREFIX{name} is the limiter hash: its config and its Overall state, one
-// small key (token bucket: ~170 bytes in Redis). PREFIX{name}:log is the
+// small key (token bucket: ~150 bytes in Redis). PREFIX{name}:log is the
 // Overall sliding-log list; PREFIX{name}:state:CLIENT and
 // PREFIX{name}:log:CLIENT are a PerClient client's state and list.
 type keys struct {

@@ -32,11 +32,20 @@ func bytesOf(t *testing.T, s *redisstore.Store) (int64, int) {
 func TestMemoryPerLimiter(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	for _, alg := range redlimit.Algorithms {
+	for _, c := range []redlimit.Config{
+		redlimit.PerSecond(100), redlimit.PerSecond(100).WithAlgorithm(redlimit.FixedWindow),
+		redlimit.PerSecond(100).WithAlgorithm(redlimit.SlidingCounter), redlimit.PerSecond(100).WithAlgorithm(redlimit.TokenBucket),
+		redlimit.PerSecond(100).WithAlgorithm(redlimit.LeakyBucket),
+		redlimit.PerSecond(100).WithAlgorithm(redlimit.TokenBucket).WithMode(redlimit.PerClient),
+	} {
+		alg := string(c.Algorithm)
+		if c.Mode == redlimit.PerClient {
+			alg += ", one PerClient client"
+		}
 		clk := clock.NewFake(storetest.T0)
 		s := newStore(t, rdb, redisstore.WithClock(clk))
 		l, _ := redlimit.New(s, "mem", redlimit.WithClock(clk))
-		if err := l.SetRate(ctx, redlimit.PerInterval(100, time.Second).WithAlgorithm(alg)); err != nil {
+		if err := l.SetRate(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 		// 100 grants over a second, one every 10 ms.

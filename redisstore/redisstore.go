@@ -12,6 +12,10 @@
 // sliding-log list; PREFIX{name}:state:CLIENT and PREFIX{name}:log:CLIENT
 // (PerClient). Keys that hold only state expire on their own once idle long
 // enough that forgetting them changes no answer.
+//
+// Calls made while others are in flight go together: those on one limiter
+// share one load and save of its state, and on one server (not a Cluster)
+// those on different limiters share one script run.
 package redisstore
 
 import (
@@ -263,12 +267,21 @@ func (s *Store) nowArg() string {
 	return strconv.FormatInt(s.clock.Now().UnixMilli(), 10)
 }
 
-// configArgs are the ARGV that describe cfg; empty when it is unknown.
-func configArgs(cfg redlimit.Config) []any {
+// configArg is cfg as limiter.lua stores it, "algorithm mode rate interval
+// epoch burst capacity" (interval in ms); "" when it is unknown.
+func configArg(cfg redlimit.Config) string {
 	if cfg.Rate == 0 {
-		return []any{"", "", "", "", "", "", ""}
+		return ""
 	}
-	return []any{string(cfg.Algorithm), cfg.Mode.String(), cfg.Rate, cfg.Interval.Milliseconds(), cfg.Epoch, cfg.Burst, cfg.Capacity}
+	b := make([]byte, 0, 80)
+	b = append(b, cfg.Algorithm...)
+	b = append(b, ' ')
+	b = append(b, cfg.Mode.String()...)
+	for _, v := range [...]int64{cfg.Rate, cfg.Interval.Milliseconds(), cfg.Epoch, cfg.Burst, cfg.Capacity} {
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, v, 10)
+	}
+	return string(b)
 }
 
 // SetConfig implements redlimit.Store.
@@ -287,18 +300,16 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	}
 	s.forgetName(name) // a new config may free permits
 	k := limiterKeys(s.prefix, name)
-	ca := configArgs(c)
-	args := append([]any{h}, ca[:4]...)
-	args = append(args, redlimit.NewEpoch(), c.Burst, c.Capacity)
-	raw, err := s.eval(ctx, setConfigScript, true, []string{k.limiter, k.log}, args...)
+	c.Epoch = redlimit.NewEpoch()
+	raw, err := s.eval(ctx, setConfigScript, true, []string{k.limiter, k.log}, h, configArg(c))
 	if err != nil {
 		return redlimit.Config{}, false, wrap(err)
 	}
-	r, err := asArray(raw, 8)
+	r, err := asArray(raw, 2)
 	if err != nil {
 		return redlimit.Config{}, false, err
 	}
-	stored, err := decodeConfig(r[1:8])
+	stored, err := decodeConfig(r[1])
 	if err != nil {
 		return redlimit.Config{}, false, err
 	}
@@ -311,17 +322,13 @@ func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error
 		return redlimit.Config{}, err
 	}
 	raw, err := s.eval(ctx, configScript, false, []string{limiterKeys(s.prefix, name).limiter})
+	if errors.Is(err, redis.Nil) {
+		return redlimit.Config{}, redlimit.ErrNotInitialized
+	}
 	if err != nil {
 		return redlimit.Config{}, wrap(err)
 	}
-	vals, err := asArray(raw, 7)
-	if err != nil {
-		return redlimit.Config{}, err
-	}
-	if vals[0] == nil && vals[2] == nil {
-		return redlimit.Config{}, redlimit.ErrNotInitialized
-	}
-	return decodeConfig(vals)
+	return decodeConfig(raw)
 }
 
 // reply is limiter.lua's answer.
@@ -503,48 +510,34 @@ func asArray(raw any, min int) ([]any, error) {
 	return r, nil
 }
 
-// decodeConfig reads {algorithm, mode, rate, interval, epoch, burst,
-// capacity} as strings or integers (burst and capacity may be missing, as in
-// configs written before they existed) and checks them.
-func decodeConfig(v []any) (redlimit.Config, error) {
-	if len(v) != 7 {
-		return redlimit.Config{}, fmt.Errorf("%w: config has %d fields", redlimit.ErrCorrupt, len(v))
+// decodeConfig reads a config as limiter.lua stores it, "algorithm mode
+// rate interval epoch burst capacity", and checks it.
+func decodeConfig(raw any) (redlimit.Config, error) {
+	text, ok := raw.(string)
+	if !ok {
+		return redlimit.Config{}, fmt.Errorf("%w: config is %T", redlimit.ErrCorrupt, raw)
 	}
-	text := make([]string, 7)
-	for i, x := range v {
-		switch x := x.(type) {
-		case string:
-			text[i] = x
-		case int64:
-			text[i] = strconv.FormatInt(x, 10)
-		case nil:
-			if i < 5 {
-				return redlimit.Config{}, fmt.Errorf("%w: config field %s missing", redlimit.ErrCorrupt, configFields[i])
-			}
-			text[i] = "0"
-		default:
-			return redlimit.Config{}, fmt.Errorf("%w: config field %s is %T", redlimit.ErrCorrupt, configFields[i], x)
-		}
+	f := strings.Split(text, " ")
+	if len(f) != 7 {
+		return redlimit.Config{}, fmt.Errorf("%w: config %q", redlimit.ErrCorrupt, text)
 	}
-	mode, err := redlimit.ParseMode(text[1])
+	mode, err := redlimit.ParseMode(f[1])
 	if err != nil {
-		return redlimit.Config{}, fmt.Errorf("%w: mode %q", redlimit.ErrCorrupt, text[1])
+		return redlimit.Config{}, fmt.Errorf("%w: mode %q", redlimit.ErrCorrupt, f[1])
 	}
 	var nums [5]int64
 	for i := range nums {
-		if nums[i], err = strconv.ParseInt(text[i+2], 10, 64); err != nil {
-			return redlimit.Config{}, fmt.Errorf("%w: config field %s is %q", redlimit.ErrCorrupt, configFields[i+2], text[i+2])
+		if nums[i], err = strconv.ParseInt(f[i+2], 10, 64); err != nil {
+			return redlimit.Config{}, fmt.Errorf("%w: config %q", redlimit.ErrCorrupt, text)
 		}
 	}
 	rate, interval, epoch, burst, capacity := nums[0], nums[1], nums[2], nums[3], nums[4]
 	if interval < 0 || interval > int64(redlimit.MaxInterval/time.Millisecond) {
 		return redlimit.Config{}, fmt.Errorf("%w: interval %d ms", redlimit.ErrCorrupt, interval)
 	}
-	c := redlimit.Config{Algorithm: redlimit.Algorithm(text[0]), Mode: mode, Rate: rate, Interval: time.Duration(interval) * time.Millisecond, Epoch: epoch, Burst: burst, Capacity: capacity}
+	c := redlimit.Config{Algorithm: redlimit.Algorithm(f[0]), Mode: mode, Rate: rate, Interval: time.Duration(interval) * time.Millisecond, Epoch: epoch, Burst: burst, Capacity: capacity}
 	if _, err := c.Normalize(); err != nil {
 		return redlimit.Config{}, fmt.Errorf("%w: %w", redlimit.ErrCorrupt, err)
 	}
 	return c, nil
 }
-
-var configFields = []string{"algorithm", "mode", "rate", "interval", "epoch", "burst", "capacity"}

@@ -169,7 +169,7 @@ func TestCorruptData(t *testing.T) {
 		t.Fatalf("config of the wrong type: %v; want ErrCorrupt", err)
 	}
 	rdb.Del(ctx, s.Prefix()+"{corrupt}")
-	rdb.HSet(ctx, s.Prefix()+"{corrupt}", "A", "sliding-log", "M", "overall", "R", "abc", "I", "1000", "E", "1")
+	rdb.HSet(ctx, s.Prefix()+"{corrupt}", "c", "sliding-log overall abc 1000 1 0 0")
 	if _, err := l.TryAcquire(ctx, 1); !errors.Is(err, redlimit.ErrCorrupt) {
 		t.Fatalf("unreadable rate: %v; want ErrCorrupt", err)
 	}

@@ -19,7 +19,7 @@ import (
 // the commands the scripts run. Nothing else.
 const MinimalACL = "on >limiter-pw resetkeys ~redlimit:* resetchannels -@all " +
 	"+evalsha +eval +multi +exec +exists +del +pexpire +persist +hello +ping " +
-	"+hmget +hset +hdel +hgetall +lrange +ltrim +lset +lrem +rpush +llen +time"
+	"+hget +hmget +hset +hdel +get +set +lrange +ltrim +lset +lrem +rpush +llen +time"
 
 // exercise runs every store call once under each algorithm and returns the
 // first error.

@@ -1,6 +1,6 @@
--- config.lua: reads a limiter's config. A script rather than a plain HMGET
+-- config.lua: reads a limiter's config. A script rather than a plain HGET
 -- so that it runs on the primary even when the client reads from replicas.
 --
 -- KEYS[1] the limiter hash (see limiter.lua)
--- Reply: {algorithm, mode, rate, interval, epoch, burst, capacity}, nil where missing
-return redis.call('HMGET', KEYS[1], 'A', 'M', 'R', 'I', 'E', 'B', 'C')
+-- Reply: the config, "algorithm mode rate interval epoch burst capacity", or nil
+return redis.call('HGET', KEYS[1], 'c')

@@ -14,34 +14,36 @@
 -- limiter, taken one after another, each with the rules below.
 --
 -- KEYS, four per limiter:
---   1 the limiter hash: its config (fields A algorithm, M mode, R rate,
---     I interval ms, E epoch, B burst, C capacity; B and C absent when 0)
---     and its Overall state (the lower-case fields below). It persists
---     until Delete or Expire; the state in it counts as empty past x.
+--   1 the limiter hash: field c, its config, and field s, its Overall state.
+--     It persists until Delete or Expire; the state counts as empty past
+--     its expiry.
 --   2 the Overall sliding-log list: [at1, permits1, at2, permits2, ...],
 --     oldest first (the only algorithm whose state is a list)
---   3 this client's state hash (PerClient), 4 its sliding-log list
+--   3 this client's state (PerClient; a string with a TTL), 4 its sliding-log list
 -- ARGV[1] now in ms, or "" to read Redis TIME (the default: one clock for all clients)
 -- then per limiter:
---   7 arguments: the config the client knows (algorithm, mode, rate,
---     interval, epoch, burst, capacity), restored when the stored one is
---     missing; the first is "" when unknown
+--   the config the client knows, "algorithm mode rate interval epoch burst
+--   capacity" (interval in ms), restored when the stored one is missing;
+--   "" when unknown
 --   the number of calls, then the calls, three arguments each:
 --     op    "acquire" | "cancel" | "release" | "available"
 --     n     permits (acquire, cancel, release)
 --     arg   acquire: maximum wait in ms (-1: no bound); cancel: instant of the reservation
 --
--- State fields: l last now seen, x expiry (the state counts as empty from
--- then on), e epoch (a client's hash only: the limiter hash's state always
--- belongs to its config, setconfig.lua clears it on a new epoch), and per
--- algorithm: t total (sliding-log), w windows "start permits start permits
--- ..." oldest first (fixed-window, sliding-counter), a tail (sliding-counter),
--- o owed and s scale (buckets).
+-- A config and a state are each one string, read and written whole: in
+-- Redis's Lua every field, table and string costs, and this keeps a
+-- limiter's keys small. A state is "last expiry" (last: the latest now it
+-- saw; past expiry it counts as empty) followed by, per algorithm: total
+-- (sliding-log); start permits start permits ... of its windows, oldest
+-- first (fixed-window); the tail, then the windows (sliding-counter); owed
+-- scale (buckets). Instants after the first are offsets from it. A client's
+-- state starts with the epoch of its config; one of another epoch is gone
+-- (a reset). The Overall state goes with its epoch (setconfig.lua).
 --
 -- Reply, per limiter: now, flag, then
 --   flag -1: not initialized, -3: stored config unreadable (nothing follows)
 --   flag 0: the stored config is the one the client sent; 1: it is not, and
---           follows (algorithm, mode, rate, interval, epoch, burst, capacity)
+--           follows, as one string
 --   then for each call: code, value, wait, at
 --   code  1 granted / done, 0 refused, -2 permits exceed the most grantable at once
 --   value acquire, available: permits left; cancel, release: permits handed back
@@ -66,48 +68,39 @@ end
 -- The limiter being served: set by load.
 local now, alg, mode, rate, interval, epoch, burst, capacity, most
 local perClient, stateKey, listKey, hasList
-local S, W, stored -- state fields (numbers), windows, fields the stored state has
+local S, W -- state fields (numbers), windows (fixed-window, sliding-counter)
 local dirty -- S changed: write it at the end of the limiter's calls
 local tailAt, tailPermits, tailKnown -- the sliding log's tail, read once
 local headK, headSum, headCut -- its head pairs at or before headCut: list elements, permits
 
-local stateFields = {'l', 'x', 't', 'w', 'a', 'o', 's', 'e'}
 local algorithms = {['sliding-log'] = true, ['fixed-window'] = true, ['sliding-counter'] = true,
   ['token-bucket'] = true, ['leaky-bucket'] = true}
+local epochText -- the config's epoch as stored, which a state must carry
+local hadState -- a state was stored (so an empty one is deleted)
 
 -- load reads the config and the state of the limiter whose KEYS start after
 -- k and whose ARGV start at a. It returns the flag of the reply (0 or 1,
 -- or an error: -1, -3) and the stored config.
 local function load(k, a)
   now = start
-  -- One read gives the config and the Overall state.
-  local H = {}
-  local raw = redis.call('HGETALL', KEYS[k + 1])
-  for i = 1, #raw, 2 do H[raw[i]] = raw[i + 1] end
-  local cfg = {H.A, H.M, H.R, H.I, H.E, H.B or '0', H.C or '0'}
+  local got = redis.call('HMGET', KEYS[k + 1], 'c', 's')
+  local cfg, st = got[1], got[2]
   local flag = 0 -- the stored config is the one the client sent
-  if not cfg[1] and not cfg[3] then
+  if not cfg then
     if ARGV[a] == '' then return -1 end
-    cfg = {ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]}
-    local set = {'A', cfg[1], 'M', cfg[2], 'R', cfg[3], 'I', cfg[4], 'E', cfg[5]}
-    if cfg[6] ~= '0' then set[#set + 1] = 'B'; set[#set + 1] = cfg[6] end
-    if cfg[7] ~= '0' then set[#set + 1] = 'C'; set[#set + 1] = cfg[7] end
-    -- A limiter hash without a config holds no state either: start it afresh.
-    if #raw > 0 then redis.call('DEL', KEYS[k + 1]) end
-    redis.call('HSET', KEYS[k + 1], unpack(set))
-    H = {}
-  else
-    for i = 1, 7 do
-      if cfg[i] ~= ARGV[a + i - 1] then flag = 1 end
-    end
+    cfg, st = ARGV[a], false
+    -- A limiter hash without a config holds no state either.
+    if got[2] then redis.call('HDEL', KEYS[k + 1], 's') end
+    redis.call('HSET', KEYS[k + 1], 'c', cfg)
+  elseif cfg ~= ARGV[a] then
+    flag = 1
   end
-  alg, mode = cfg[1], cfg[2]
-  rate, interval, epoch = tonumber(cfg[3]), tonumber(cfg[4]), tonumber(cfg[5])
-  burst, capacity = tonumber(cfg[6]), tonumber(cfg[7])
-  if (mode ~= 'overall' and mode ~= 'per-client') or not rate or rate < 1 or not interval
-      or interval < 1 or not epoch or not burst or not capacity or not algorithms[alg] then
-    return -3
-  end
+  local A, M, R, I, E, B, C = string.match(cfg, '^(%S+) (%S+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+  if not A or not algorithms[A] or (M ~= 'overall' and M ~= 'per-client') then return -3 end
+  alg, mode, epochText = A, M, E
+  rate, interval, epoch = tonumber(R), tonumber(I), tonumber(E)
+  burst, capacity = tonumber(B), tonumber(C)
+  if rate < 1 or interval < 1 then return -3 end
   -- The most one request can be granted; checked before any state is touched.
   most = rate
   if alg == 'token-bucket' then most = burst elseif alg == 'leaky-bucket' then most = capacity end
@@ -117,28 +110,46 @@ local function load(k, a)
   stateKey, listKey = KEYS[k + 1], KEYS[k + 2]
   if perClient then
     stateKey, listKey = KEYS[k + 3], KEYS[k + 4]
-    H = {}
-    raw = redis.call('HGETALL', stateKey)
-    for i = 1, #raw, 2 do H[raw[i]] = raw[i + 1] end
+    st = redis.call('GET', stateKey)
   end
   hasList = alg == 'sliding-log'
-  S, W, stored = {}, {}, {}
-  for _, f in ipairs(stateFields) do
-    if H[f] then
-      stored[f] = true
-      if f ~= 'w' then S[f] = tonumber(H[f]) end
+  S, W = {}, nil
+  if alg == 'fixed-window' or alg == 'sliding-counter' then W = {} end
+  hadState = st and true or false
+  if st then
+    -- The Overall state always belongs to the config (setconfig.lua drops
+    -- it with the epoch); a client's carries its epoch first.
+    local i, same = 0, not perClient
+    if perClient then i = -1 end
+    for v in string.gmatch(st, '%S+') do
+      if i == -1 then
+        same = v == epochText
+        if not same then break end
+      else
+        local x = tonumber(v)
+        if i == 0 then S.l = x
+        elseif i == 1 then S.x = S.l + x
+        elseif alg == 'sliding-log' then S.t = x
+        elseif alg == 'sliding-counter' and i == 2 then S.a = S.l + x
+        elseif W then
+          if #W % 2 == 0 then x = S.l + x end -- a window's start
+          W[#W + 1] = x
+        elseif i == 2 then S.o = x
+        else S.s = x
+        end
+      end
+      i = i + 1
     end
-  end
-  if H.w then
-    for v in string.gmatch(H.w, '%S+') do W[#W + 1] = tonumber(v) end
-  end
-  -- State of another epoch (a reset) is discarded; so is a list whose state
-  -- is gone.
-  if perClient and next(stored) and S.e ~= epoch then
-    redis.call('DEL', stateKey, listKey)
-    S, W, stored = {}, {}, {}
-  elseif not S.l and hasList and redis.call('EXISTS', listKey) == 1 then
-    redis.call('DEL', listKey)
+    if not same or not S.x then
+      -- State of another epoch (a reset), or unreadable: it is gone.
+      if perClient then redis.call('DEL', stateKey) end
+      if hasList then redis.call('DEL', listKey) end
+      S = {}
+      if W then W = {} end
+      hadState = not perClient
+    end
+  elseif hasList and redis.call('EXISTS', listKey) == 1 then
+    redis.call('DEL', listKey) -- a list whose state is gone
   end
   dirty = false
   tailAt, tailPermits, tailKnown = nil, 0, false
@@ -168,46 +179,50 @@ local function save(newExpiry)
   dirty = true
   if not newExpiry then
     if hasList then redis.call('DEL', listKey) end
-    S, W = {}, {}
+    S = {}
+    if W then W = {} end
     return
   end
   S.l, S.x = now, newExpiry
 end
 
--- flush writes the state once: its fields, and the TTL of the keys that
--- hold only state (the limiter hash keeps its config, and its own TTL).
+-- flush writes the state once, as one string, with the TTL of the keys
+-- that hold only state (the limiter hash keeps its config, and its own TTL).
 local function flush()
   if not dirty then return end
-  if perClient and not S.x then
-    redis.call('DEL', stateKey)
+  if not S.x then
+    if not hadState then return end
+    if perClient then redis.call('DEL', stateKey) else redis.call('HDEL', stateKey, 's') end
     return
   end
-  if perClient then S.e = epoch end
-  local set, gone = {}, {}
-  for _, f in ipairs(stateFields) do
-    local v = S[f]
-    if f == 'w' and S.x and #W > 0 then
-      local parts = {}
-      for i = 1, #W do parts[i] = str(W[i]) end
-      v = table.concat(parts, ' ')
+  -- Instants are written after the first as offsets from it: shorter, so
+  -- the limiter hash stays in Redis's compact encoding.
+  local l = S.l
+  local st
+  if alg == 'sliding-log' then
+    st = fmt('%d %d %d', l, S.x - l, S.t)
+  elseif W then
+    local parts = {str(l), str(S.x - l)}
+    if alg == 'sliding-counter' then parts[3] = str((S.a or 0) - l) end
+    for i = 1, #W - 1, 2 do
+      parts[#parts + 1] = str(W[i] - l)
+      parts[#parts + 1] = str(W[i + 1])
     end
-    if v then
-      set[#set + 1] = f
-      if type(v) == 'number' then v = str(v) end
-      set[#set + 1] = v
-    elseif stored[f] then
-      gone[#gone + 1] = f
-    end
+    st = table.concat(parts, ' ')
+  else
+    st = fmt('%d %d %d %d', l, S.x - l, S.o, S.s)
   end
-  if #gone > 0 then redis.call('HDEL', stateKey, unpack(gone)) end
-  if #set > 0 then redis.call('HSET', stateKey, unpack(set)) end
-  if not S.x then return end
+  if perClient then st = epochText .. ' ' .. st end
   -- With a caller's clock Redis still expires keys by its own, so keep them
-  -- a minute longer (the x field decides when the state counts as empty).
+  -- a minute longer (the expiry in the state decides when it counts as empty).
   local ttl = S.x - now
   if injected then ttl = ttl + 60000 end
   if ttl < 1 then ttl = 1 end
-  if perClient then redis.call('PEXPIRE', stateKey, ttl) end
+  if perClient then
+    redis.call('SET', stateKey, st, 'PX', ttl)
+  else
+    redis.call('HSET', stateKey, 's', st)
+  end
   if hasList then redis.call('PEXPIRE', listKey, ttl) end
 end
 
@@ -634,16 +649,14 @@ local function handle(op, n, a3)
 end
 
 local k, a = 0, 2
-while a + 7 <= #ARGV do
-  local calls = tonumber(ARGV[a + 7]) or 0
+while a + 1 <= #ARGV do
+  local calls = tonumber(ARGV[a + 1]) or 0
   local flag, cfg = load(k, a)
   local head = #out + 1
   out[head], out[head + 1] = start, flag
-  if flag == 1 then
-    for i = 1, 7 do out[#out + 1] = cfg[i] end
-  end
+  if flag == 1 then out[head + 2] = cfg end
   if flag >= 0 then
-    for i = a + 8, a + 5 + 3 * calls, 3 do
+    for i = a + 2, a - 1 + 3 * calls, 3 do
       local op, n = ARGV[i], tonumber(ARGV[i + 1])
       if op == 'acquire' and n > most then
         reply(-2, 0, 0, 0)
@@ -655,6 +668,6 @@ while a + 7 <= #ARGV do
     flush()
     out[head] = now
   end
-  k, a = k + 4, a + 8 + 3 * calls
+  k, a = k + 4, a + 2 + 3 * calls
 end
 return out

@@ -125,7 +125,7 @@ func (l *Limiter) remember(c Config) {
 	if c.Rate <= 0 {
 		return
 	}
-	if p := l.known.Load(); p != nil && *p == c {
+	if p := l.known.Load(); p != nil && p.Equal(&c) {
 		return
 	}
 	kept := c // only a change allocates
@@ -221,8 +221,8 @@ const handBackTimeout = 2 * time.Second
 
 func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (Result, error) {
 	known := l.knownConfig()
-	if err := ValidatePermits(n); err != nil {
-		return Result{}, err
+	if n <= 0 || n > MaxRate {
+		return Result{}, ValidatePermits(n)
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
@@ -240,7 +240,9 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 	if err != nil {
 		return l.degraded(ctx, n, maxWait, err)
 	}
-	l.remember(d.Config)
+	if p := l.known.Load(); p == nil || !p.Equal(&d.Config) {
+		l.remember(d.Config)
+	}
 	// The answers that need no sleep, as wait gives them, without copying
 	// the Decision into a call: this is the hot path.
 	if !d.Granted {

@@ -81,7 +81,16 @@ type shard struct {
 	// store time (ms) of the last sweep.
 	next  int
 	swept atomic.Int64
-	_     [64 - 8 - 8 - 8 - 8 - 8 - 8]byte // a cache line each
+	// hot is a name of the shard and its limiter, found without a map
+	// lookup; set when empty, so the hot path never writes it.
+	hot atomic.Pointer[hot]
+	_   [64 - 8 - 8 - 8 - 8 - 8 - 8 - 8]byte // a cache line each
+}
+
+// hot is a shard's cached name and its limiter (dead once it left).
+type hot struct {
+	name string
+	l    *limiter
 }
 
 // Option configures a Store.
@@ -178,8 +187,12 @@ func (s *Store) shard(name string) *shard {
 // set; nil when there is none.
 func (s *Store) open(sh *shard, name string, create bool) *limiter {
 	var l *limiter
-	if m := sh.read.Load(); m != nil {
-		l = (*m)[name]
+	if h := sh.hot.Load(); h != nil && h.name == name {
+		l = h.l
+	} else if m := sh.read.Load(); m != nil {
+		if l = (*m)[name]; l != nil && h == nil {
+			sh.hot.Store(&hot{name: name, l: l})
+		}
 	}
 	for {
 		if l == nil || l.dead.Load() {
@@ -224,6 +237,9 @@ func (s *Store) find(sh *shard, name string, create bool) *limiter {
 		l = new(limiter)
 		sh.dirty[name] = l
 	}
+	if h := sh.hot.Load(); h == nil || h.l != l && h.name == name {
+		sh.hot.Store(&hot{name: name, l: l})
+	}
 	if sh.misses++; sh.misses >= len(read) {
 		sh.rebuild()
 	}
@@ -255,11 +271,21 @@ func (sh *shard) rebuild() {
 	}
 	sh.read.Store(&m)
 	sh.dirty, sh.misses = nil, 0
+	if h := sh.hot.Load(); h != nil && h.l.dead.Load() {
+		sh.hot.Store(nil)
+	}
 }
 
 // done unlocks l after a call at now, and sweeps sh if it is due.
 func (s *Store) done(sh *shard, l *limiter, now int64) {
 	l.mu.Unlock()
+	if now-sh.swept.Load() >= sweepEvery.Milliseconds() {
+		sh.due(now)
+	}
+}
+
+// due sweeps sh at now unless another call took the sweep first.
+func (sh *shard) due(now int64) {
 	if last := sh.swept.Load(); now-last >= sweepEvery.Milliseconds() && sh.swept.CompareAndSwap(last, now) {
 		sh.mu.Lock()
 		sh.sweep(now)
@@ -316,6 +342,15 @@ func (l *limiter) expireConfig(now int64) {
 		l.expiresAt = 0
 		l.overall = log{}
 	}
+}
+
+// overallLog is log's common case, inlined: the Overall log, in use, when
+// no sweep is due; nil otherwise. l.mu is held.
+func (l *limiter) overallLog(c *conf, now int64) *log {
+	if c.Mode == redlimit.Overall && now-l.swept < c.lim.Interval && l.overall.epoch == c.Epoch && l.overall.State != nil {
+		return &l.overall
+	}
+	return nil
 }
 
 // log returns the log that client uses under c, emptied if it belongs to
@@ -433,8 +468,8 @@ func (s *Store) end(k *call) { s.done(k.sh, k.l, k.now) }
 // limiter, restoring its config from known when it was lost. The errors
 // come in a fixed order: name, known config, context, not initialized.
 func (s *Store) begin(ctx context.Context, name string, known *redlimit.Config) (call, error) {
-	if err := redlimit.ValidateName(name); err != nil {
-		return call{}, err
+	if name == "" || len(name) > redlimit.MaxNameLen {
+		return call{}, redlimit.ValidateName(name)
 	}
 	sh := s.shard(name)
 	l := s.open(sh, name, known.Rate != 0)
@@ -442,7 +477,7 @@ func (s *Store) begin(ctx context.Context, name string, known *redlimit.Config) 
 	if known.Rate != 0 {
 		// A known config equal to the stored one needs no checking: the
 		// hot path, since callers learn the stored config.
-		if p := l.cfg.Load(); p != nil && p.Config == *known {
+		if p := l.cfg.Load(); p != nil && p.Config.Equal(known) {
 			kc = p
 		} else {
 			var err error
@@ -462,7 +497,9 @@ func (s *Store) begin(ctx context.Context, name string, known *redlimit.Config) 
 		return call{}, redlimit.ErrNotInitialized
 	}
 	now := s.nowMS()
-	l.expireConfig(now)
+	if l.expiresAt != 0 {
+		l.expireConfig(now)
+	}
 	c := l.cfg.Load()
 	if c == nil {
 		if kc == nil {
@@ -487,8 +524,8 @@ func (s *Store) abandon(sh *shard, name string, l *limiter) {
 // Acquire implements redlimit.Store. It fills its named result in place:
 // a Decision is large enough that copying it shows on the hot path.
 func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (out redlimit.Decision, err error) {
-	if err := redlimit.ValidatePermits(n); err != nil {
-		return out, err
+	if n <= 0 || n > redlimit.MaxRate {
+		return out, redlimit.ValidatePermits(n)
 	}
 	k, err := s.begin(ctx, key.Name, &known)
 	if err != nil {
@@ -498,13 +535,22 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 		s.end(&k)
 		return out, redlimit.PermitsExceedRate(n, k.c.max)
 	}
-	d := k.l.log(k.c, key.Client, k.now).Acquire(k.now, k.c.lim, n, waitMS(maxWait))
-	s.end(&k)
+	lg := k.l.overallLog(k.c, k.now)
+	if lg == nil {
+		lg = k.l.log(k.c, key.Client, k.now)
+	}
+	d := lg.Acquire(k.now, k.c.lim, n, waitMS(maxWait))
+	// out is filled before the unlock, whose locked instruction drains
+	// these stores: the caller's wide loads of out then read the cache
+	// instead of stalling on stores still in flight.
 	out.Granted, out.Remaining, out.Wait, out.Now = d.Granted, d.Remaining, time.Duration(d.Wait)*time.Millisecond, ms(d.Now)
 	if d.Granted {
-		out.At = ms(d.At)
+		if out.At = out.Now; d.At != d.Now {
+			out.At = ms(d.At)
+		}
 	}
 	out.Config = k.c.Config
+	s.end(&k)
 	return out, nil
 }
 

@@ -74,6 +74,34 @@ func BenchmarkXTimeRate(b *testing.B) {
 	}
 }
 
+// BenchmarkContended: 64 callers on one limiter, memstore's token bucket and
+// x/time/rate side by side (lock hold time decides here).
+func BenchmarkContended(b *testing.B) {
+	ctx := context.Background()
+	l, err := redlimit.New(memstore.New(), "contended", redlimit.WithConfig(redlimit.TokenBucketConfig(1<<30, time.Second, 1<<30)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	x := rate.NewLimiter(rate.Limit(1<<30), 1<<30)
+	for _, sys := range []struct {
+		name string
+		call func()
+	}{
+		{"memstore", func() { l.TryAcquire(ctx, 1) }},
+		{"x-time-rate", func() { x.AllowN(time.Now(), 1) }},
+	} {
+		b.Run(sys.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(32) // x GOMAXPROCS (2) = 64 callers
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					sys.call()
+				}
+			})
+		})
+	}
+}
+
 // BenchmarkMillionKeys measures the heap per limiter with a million distinct
 // names (per-user token buckets that know their config), while their state
 // is live and again once it is idle and the store had calls to sweep it in.

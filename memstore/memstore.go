@@ -471,6 +471,11 @@ func (s *Store) begin(ctx context.Context, name string, known *redlimit.Config) 
 	if name == "" || len(name) > redlimit.MaxNameLen {
 		return call{}, redlimit.ValidateName(name)
 	}
+	// The clock is read before the lock, as x/time/rate's callers do, so
+	// that contending callers hold the lock shorter; a call that then finds
+	// a later instant in the state takes that one (time never runs
+	// backwards for a state).
+	now := s.nowMS()
 	sh := s.shard(name)
 	l := s.open(sh, name, known.Rate != 0)
 	var kc *conf // known, once checked
@@ -496,7 +501,6 @@ func (s *Store) begin(ctx context.Context, name string, known *redlimit.Config) 
 	if l == nil {
 		return call{}, redlimit.ErrNotInitialized
 	}
-	now := s.nowMS()
 	if l.expiresAt != 0 {
 		l.expireConfig(now)
 	}

@@ -56,7 +56,7 @@ func (s *Store) runWorks(ctx context.Context, works []*work) []result {
 		keys = append(keys, limiterKeys(s.prefix, w.key.Name).scriptKeys(w.key.Client)...)
 	}
 	s.runs.Add(1)
-	raw, err := s.eval(ctx, limiterScript, writes, keys, args...)
+	raw, err := s.evalLimiter(ctx, writes, keys, args)
 	if err == nil {
 		err = decodeReplies(raw, works, out)
 	} else {

@@ -2,10 +2,12 @@
 // same Redis shares their limits. It takes any go-redis v9 UniversalClient:
 // one server, Sentinel (a failover client) or Cluster.
 //
-// Each call is one round trip: a Lua script (embedded from scripts/*.lua, run
-// by EVALSHA with a fallback to EVAL when Redis lost its script cache) that
-// reads the time from Redis itself, so clients whose clocks disagree still
-// share one timeline. Scripts write, so they always run on the primary.
+// Each call is one round trip: Lua (embedded from scripts/*.lua) that reads
+// the time from Redis itself, so clients whose clocks disagree still share
+// one timeline. The limiter's Lua runs as a function on Redis 7+ (loaded by
+// the store on first use and again whenever Redis lost it; FCALL), else as a
+// script (EVALSHA, falling back to EVAL when Redis lost its script cache).
+// Both write, so they always run on the primary.
 //
 // Keys: PREFIX{name}, a small hash holding the config and the Overall state,
 // which persists until Delete or Expire; PREFIX{name}:log, the Overall
@@ -20,6 +22,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/sha1"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -38,7 +41,14 @@ import (
 var (
 	//go:embed scripts/limiter.lua
 	limiterLua    string
-	limiterScript = redis.NewScript(limiterLua)
+	limiterScript = redis.NewScript(limiterLua + "\nreturn main(KEYS, ARGV)\n")
+	// limiterFunction names the library and the function limiter.lua is
+	// loaded as on Redis 7+ (FUNCTION LOAD): its definitions are made once
+	// there, not on every run. The name carries the file's hash, so that
+	// versions of redlimit sharing one Redis each call their own.
+	limiterFunction = fmt.Sprintf("redlimit_%x", sha1.Sum([]byte(limiterLua)))[:21]
+	limiterLibrary  = "#!lua name=" + limiterFunction + "\n" + limiterLua +
+		"\nredis.register_function('" + limiterFunction + "', main)\n"
 
 	//go:embed scripts/config.lua
 	configLua    string
@@ -74,6 +84,9 @@ type Store struct {
 	refusalTTL time.Duration
 	calls      atomic.Int64
 	runs       atomic.Int64
+	// noFunctions: this Redis cannot run limiter.lua as a function (before
+	// 7.0, or the ACL forbids FCALL or FUNCTION LOAD): scripts it is.
+	noFunctions atomic.Bool
 }
 
 var _ redlimit.Store = (*Store)(nil)
@@ -215,6 +228,69 @@ func (s *Store) eval(ctx context.Context, sc *redis.Script, writes bool, keys []
 		}
 		return s.evalAcked(ctx, sc, keys, args)
 	})
+}
+
+// fcaller is what calls a Redis function: the clients and the auto-pipeliner.
+type fcaller interface {
+	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
+}
+
+// evalLimiter runs limiter.lua: as a function where Redis has it (loaded on
+// first use, and again after Redis lost it), else as a script.
+func (s *Store) evalLimiter(ctx context.Context, writes bool, keys []string, args []any) (any, error) {
+	fc, ok := s.scripter.(fcaller)
+	if !ok || s.noFunctions.Load() || (s.acks > 0 && writes) {
+		return s.eval(ctx, limiterScript, writes, keys, args...)
+	}
+	return within(s, ctx, func(ctx context.Context) (any, error) {
+		r, err := fc.FCall(ctx, limiterFunction, keys, args...).Result()
+		if err == nil || !functionMissing(err) && !functionsRefused(err) {
+			return r, err
+		}
+		if functionMissing(err) {
+			err = s.loadLibrary(ctx, keys[0])
+			if err == nil {
+				return fc.FCall(ctx, limiterFunction, keys, args...).Result()
+			}
+			if !functionsRefused(err) {
+				return nil, err
+			}
+		}
+		s.noFunctions.Store(true)
+		return limiterScript.Run(ctx, s.scripter, keys, args...).Result()
+	})
+}
+
+// loadLibrary loads limiter.lua as a function library on the primary that
+// serves key.
+func (s *Store) loadLibrary(ctx context.Context, key string) error {
+	var node redis.Cmdable = s.rdb
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		n, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return err
+		}
+		node = n
+	}
+	return node.FunctionLoadReplace(ctx, limiterLibrary).Err()
+}
+
+// functionMissing: Redis does not have the function (never loaded, or lost
+// by a restart or FUNCTION FLUSH).
+func functionMissing(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.Contains(rerr.Error(), "Function not found")
+}
+
+// functionsRefused: this Redis cannot run functions for us (too old, or the
+// ACL forbids FCALL or FUNCTION LOAD).
+func functionsRefused(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return strings.Contains(msg, "unknown command") || strings.HasPrefix(msg, "NOPERM")
 }
 
 // evalAcked sends the script and WAIT in one pipeline on the connection to

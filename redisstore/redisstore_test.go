@@ -195,13 +195,23 @@ func TestUnavailable(t *testing.T) {
 func TestScriptFlush(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	l, _ := redlimit.New(newStore(t, rdb), "flush", redlimit.WithConfig(redlimit.PerSecond(5)))
+	l, _ := redlimit.New(newStore(t, rdb), "flush", redlimit.WithConfig(redlimit.PerSecond(100)))
 	for i := 0; i < 3; i++ {
 		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if r, err := l.TryAcquire(ctx, 1); err != nil || !r.Allowed {
 			t.Fatalf("after SCRIPT FLUSH: %+v, %v", r, err)
+		}
+		// The limiter function goes too: the store loads it again.
+		if err := rdb.FunctionFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := l.TryAcquire(ctx, 1); err != nil || !r.Allowed {
+			t.Fatalf("after FUNCTION FLUSH: %+v, %v", r, err)
+		}
+		if libs := rdb.FunctionList(ctx, redis.FunctionListQuery{}).Val(); len(libs) != 1 {
+			t.Fatalf("after a call: %d function libraries; want redlimit's", len(libs))
 		}
 	}
 }

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +16,10 @@ import (
 )
 
 // MinimalACL is the ACL the README documents for a limiter user: its key
-// prefix, the script commands and, since scripts' calls are checked too,
-// the commands the scripts run. Nothing else.
+// prefix, the script and function commands and, since scripts' calls are
+// checked too, the commands the scripts run. Nothing else.
 const MinimalACL = "on >limiter-pw resetkeys ~redlimit:* resetchannels -@all " +
-	"+evalsha +eval +multi +exec +exists +del +pexpire +persist +hello +ping " +
+	"+evalsha +eval +fcall +function|load +multi +exec +exists +del +pexpire +persist +hello +ping " +
 	"+hget +hmget +hset +hdel +get +set +lrange +ltrim +lset +lrem +rpush +llen +time"
 
 // exercise runs every store call once under each algorithm and returns the
@@ -82,8 +83,20 @@ func TestPasswordAndACL(t *testing.T) {
 	if err := admin.Do(ctx, append([]any{"ACL", "SETUSER", "limiter"}, splitACL(MinimalACL)...)...).Err(); err != nil {
 		t.Fatalf("ACL SETUSER: %v", err)
 	}
-	if err := admin.Do(ctx, append([]any{"ACL", "SETUSER", "no-scripts"}, splitACL(strings.Replace(MinimalACL, "+evalsha +eval ", "", 1))...)...).Err(); err != nil {
+	if err := admin.Do(ctx, append([]any{"ACL", "SETUSER", "scripts-only"}, splitACL(strings.Replace(MinimalACL, "+fcall +function|load ", "", 1))...)...).Err(); err != nil {
 		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, append([]any{"ACL", "SETUSER", "no-scripts"}, splitACL(strings.Replace(MinimalACL, "+evalsha +eval +fcall +function|load ", "", 1))...)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fcalls := func() int64 {
+		for _, line := range strings.Split(admin.Info(ctx, "commandstats").Val(), "\r\n") {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_fcall:calls="); ok {
+				n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+				return n
+			}
+		}
+		return 0
 	}
 	open := func(user, pw string, opts ...redisstore.Option) redlimit.Store {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: pw, MaxRetries: -1})
@@ -99,6 +112,18 @@ func TestPasswordAndACL(t *testing.T) {
 	}
 	if err := deadlined(t, func(ctx context.Context) error { return exercise(ctx, open("limiter", "limiter-pw")) }); err != nil {
 		t.Fatalf("with the minimal ACL: %v", err)
+	}
+	// The minimal ACL lets the store load and call its function; without
+	// those two commands it runs the same Lua as a script.
+	if fcalls() == 0 {
+		t.Error("with the minimal ACL the limiter function was never called")
+	}
+	before := fcalls()
+	if err := deadlined(t, func(ctx context.Context) error { return exercise(ctx, open("scripts-only", "limiter-pw")) }); err != nil {
+		t.Fatalf("without FCALL and FUNCTION LOAD: %v", err)
+	}
+	if fcalls() != before {
+		t.Error("a user without FCALL made function calls")
 	}
 	denied := map[string]redlimit.Store{
 		"wrong password":        open("default", "nope"),

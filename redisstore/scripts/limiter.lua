@@ -51,19 +51,15 @@
 -- Errors are replies, never raw Lua errors.
 
 ---------------------------------------------------------------- prelude
-local floor, fmt, tonumber = math.floor, string.format, tonumber
+-- Library functions, taken on the first run: a function library's loading
+-- sees no globals but redis.
+local floor, fmt
 local function str(x) return fmt('%d', x) end
 local function later(a, b) if a > b then return a end return b end
 local function ceildiv(a, b) return floor((a + b - 1) / b) end
 
-local injected = ARGV[1] ~= ''
-local start -- the run's instant
-if injected then
-  start = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  start = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
-end
+-- The run: its KEYS and ARGV, whether the caller gave the time, its instant.
+local keys, argv, injected, start
 
 -- The limiter being served: set by load.
 local now, alg, mode, rate, interval, epoch, burst, capacity, most
@@ -83,16 +79,16 @@ local hadState -- a state was stored (so an empty one is deleted)
 -- or an error: -1, -3) and the stored config.
 local function load(k, a)
   now = start
-  local got = redis.call('HMGET', KEYS[k + 1], 'c', 's')
+  local got = redis.call('HMGET', keys[k + 1], 'c', 's')
   local cfg, st = got[1], got[2]
   local flag = 0 -- the stored config is the one the client sent
   if not cfg then
-    if ARGV[a] == '' then return -1 end
-    cfg, st = ARGV[a], false
+    if argv[a] == '' then return -1 end
+    cfg, st = argv[a], false
     -- A limiter hash without a config holds no state either.
-    if got[2] then redis.call('HDEL', KEYS[k + 1], 's') end
-    redis.call('HSET', KEYS[k + 1], 'c', cfg)
-  elseif cfg ~= ARGV[a] then
+    if got[2] then redis.call('HDEL', keys[k + 1], 's') end
+    redis.call('HSET', keys[k + 1], 'c', cfg)
+  elseif cfg ~= argv[a] then
     flag = 1
   end
   local A, M, R, I, E, B, C = string.match(cfg, '^(%S+) (%S+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
@@ -107,9 +103,9 @@ local function load(k, a)
   if most < 1 then return -3 end
 
   perClient = mode == 'per-client'
-  stateKey, listKey = KEYS[k + 1], KEYS[k + 2]
+  stateKey, listKey = keys[k + 1], keys[k + 2]
   if perClient then
-    stateKey, listKey = KEYS[k + 3], KEYS[k + 4]
+    stateKey, listKey = keys[k + 3], keys[k + 4]
     st = redis.call('GET', stateKey)
   end
   hasList = alg == 'sliding-log'
@@ -226,7 +222,7 @@ local function flush()
   if hasList then redis.call('PEXPIRE', listKey, ttl) end
 end
 
-local out = {} -- the reply; each call appends code, value, wait, at
+local out -- the reply; each call appends code, value, wait, at
 local function reply(code, value, wait, at)
   local k = #out
   out[k + 1], out[k + 2], out[k + 3], out[k + 4] = code, value, wait, at
@@ -648,26 +644,41 @@ local function handle(op, n, a3)
   return bucket(true, op, n, a3)
 end
 
-local k, a = 0, 2
-while a + 1 <= #ARGV do
-  local calls = tonumber(ARGV[a + 1]) or 0
-  local flag, cfg = load(k, a)
-  local head = #out + 1
-  out[head], out[head + 1] = start, flag
-  if flag == 1 then out[head + 2] = cfg end
-  if flag >= 0 then
-    for i = a + 2, a - 1 + 3 * calls, 3 do
-      local op, n = ARGV[i], tonumber(ARGV[i + 1])
-      if op == 'acquire' and n > most then
-        reply(-2, 0, 0, 0)
-      else
-        begin()
-        handle(op, n, tonumber(ARGV[i + 2]))
-      end
-    end
-    flush()
-    out[head] = now
+-- main serves one run. The file is loaded both as a script (EVALSHA, with
+-- "return main(KEYS, ARGV)" appended) and, where Redis has them (7.0+), as a
+-- function library, whose definitions above are then made once instead of
+-- on every run.
+local function main(runKeys, runArgv)
+  keys, argv, out = runKeys, runArgv, {}
+  if not floor then floor, fmt = math.floor, string.format end
+  injected = argv[1] ~= ''
+  if injected then
+    start = tonumber(argv[1])
+  else
+    local t = redis.call('TIME')
+    start = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
   end
-  k, a = k + 4, a + 2 + 3 * calls
+  local k, a = 0, 2
+  while a + 1 <= #argv do
+    local calls = tonumber(argv[a + 1]) or 0
+    local flag, cfg = load(k, a)
+    local head = #out + 1
+    out[head], out[head + 1] = start, flag
+    if flag == 1 then out[head + 2] = cfg end
+    if flag >= 0 then
+      for i = a + 2, a - 1 + 3 * calls, 3 do
+        local op, n = argv[i], tonumber(argv[i + 1])
+        if op == 'acquire' and n > most then
+          reply(-2, 0, 0, 0)
+        else
+          begin()
+          handle(op, n, tonumber(argv[i + 2]))
+        end
+      end
+      flush()
+      out[head] = now
+    end
+    k, a = k + 4, a + 2 + 3 * calls
+  end
+  return out
 end
-return out

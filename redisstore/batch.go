@@ -20,6 +20,24 @@ type work struct {
 	key   redlimit.Key
 	known redlimit.Config
 	calls []call
+	one   [1]call // calls of a lone call, without an allocation of its own
+}
+
+// Ops boxed once: a string put in an interface on every call would allocate.
+var (
+	opAcquire, opCancel, opRelease, opAvailable any = "acquire", "cancel", "release", "available"
+)
+
+func boxedOp(op string) any {
+	switch op {
+	case "acquire":
+		return opAcquire
+	case "cancel":
+		return opCancel
+	case "release":
+		return opRelease
+	}
+	return opAvailable
 }
 
 // result is a work's replies, or the error that ended it.
@@ -50,7 +68,7 @@ func (s *Store) runWorks(ctx context.Context, works []*work) []result {
 	for _, w := range works {
 		args = append(args, configArg(w.known), len(w.calls))
 		for _, c := range w.calls {
-			args = append(args, c.op, c.n, c.arg)
+			args = append(args, boxedOp(c.op), c.n, c.arg)
 			writes = writes || c.op != "available"
 		}
 		keys = append(keys, limiterKeys(s.prefix, w.key.Name).scriptKeys(w.key.Client)...)
@@ -88,7 +106,7 @@ func decodeReplies(raw any, works []*work, out []result) error {
 		if !ok {
 			return fmt.Errorf("%w: script reply time is %T", redlimit.ErrCorrupt, r[i])
 		}
-		cfg := w.known
+		stored := &w.known
 		switch r[i+1] {
 		case int64(-1):
 			out[wi] = result{err: redlimit.ErrNotInitialized}
@@ -99,7 +117,7 @@ func decodeReplies(raw any, works []*work, out []result) error {
 			i += 2
 			continue
 		case int64(0):
-			if cfg.Rate == 0 {
+			if stored.Rate == 0 {
 				return fmt.Errorf("%w: script reply: the same config as none", redlimit.ErrCorrupt)
 			}
 			i += 2
@@ -107,22 +125,23 @@ func decodeReplies(raw any, works []*work, out []result) error {
 			if len(r) < i+3 {
 				return fmt.Errorf("%w: script reply cut short", redlimit.ErrCorrupt)
 			}
-			var err error
-			if cfg, err = decodeConfig(r[i+2]); err != nil {
+			cfg, err := decodeConfig(r[i+2])
+			if err != nil {
 				return fmt.Errorf("limiter %q: %w", w.key.Name, err)
 			}
+			stored = &cfg
 			i += 3
 		default:
 			return fmt.Errorf("%w: script reply config flag %v", redlimit.ErrCorrupt, r[i+1])
 		}
-		if len(r) < i+4*len(w.calls) {
+		if len(r) < i+3*len(w.calls) {
 			return fmt.Errorf("%w: script reply cut short", redlimit.ErrCorrupt)
 		}
 		rs := make([]reply, len(w.calls))
 		for ci := range rs {
 			o := &rs[ci]
-			o.now, o.cfg = now, cfg
-			for _, p := range [4]*int64{&o.code, &o.value, &o.wait, &o.at} {
+			o.now, o.cfg = now, stored
+			for _, p := range [3]*int64{&o.code, &o.value, &o.wait} {
 				v, ok := r[i].(int64)
 				if !ok {
 					return fmt.Errorf("%w: script reply element %d is %T", redlimit.ErrCorrupt, i, r[i])
@@ -150,12 +169,37 @@ func decodeReplies(raw any, works []*work, out []result) error {
 // maxBatch bounds the calls in one script run.
 const maxBatch = 256
 
-// lane is the queue of one log's calls.
+// lane is the queue of one log's calls. It is found by the limiter's name
+// in Store.lanes when its client is the one there (the common case: one
+// client ID per process), else by name and client in Store.clientLanes.
 type lane struct {
 	mu      sync.Mutex
 	busy    bool
-	dead    bool // removed from Store.lanes: take a new lane
+	dead    bool // removed from its map: take a new lane
 	waiting []*pending
+	client  string
+	home    *sync.Map // the map that holds it, under mapKey
+	mapKey  string
+}
+
+// laneFor returns key's lane, making one if there is none.
+func (s *Store) laneFor(key redlimit.Key) *lane {
+	if v, ok := s.lanes.Load(key.Name); ok {
+		if ln := v.(*lane); ln.client == key.Client {
+			return ln
+		}
+	} else {
+		v, _ = s.lanes.LoadOrStore(key.Name, &lane{client: key.Client, home: &s.lanes, mapKey: key.Name})
+		if ln := v.(*lane); ln.client == key.Client {
+			return ln
+		}
+	}
+	lk := key.Name + "\x00" + key.Client
+	v, ok := s.clientLanes.Load(lk)
+	if !ok {
+		v, _ = s.clientLanes.LoadOrStore(lk, &lane{client: key.Client, home: &s.clientLanes, mapKey: lk})
+	}
+	return v.(*lane)
 }
 
 // pending is a call waiting in a lane.
@@ -175,17 +219,10 @@ type outcome struct {
 	err error
 }
 
-func laneKey(key redlimit.Key) string { return key.Name + "\x00" + key.Client }
-
 // batched makes c on key's log, together with the calls made meanwhile.
 func (s *Store) batched(ctx context.Context, key redlimit.Key, known redlimit.Config, c call) (reply, error) {
-	lk := laneKey(key)
 	for {
-		v, ok := s.lanes.Load(lk)
-		if !ok {
-			v, _ = s.lanes.LoadOrStore(lk, &lane{})
-		}
-		ln := v.(*lane)
+		ln := s.laneFor(key)
 		ln.mu.Lock()
 		if ln.dead {
 			ln.mu.Unlock()
@@ -195,8 +232,11 @@ func (s *Store) batched(ctx context.Context, key redlimit.Key, known redlimit.Co
 			// Nothing in flight: this call goes now, alone.
 			ln.busy = true
 			ln.mu.Unlock()
-			rs, err := s.send(ctx, &work{key: key, known: known, calls: []call{c}}, time.Time{})
-			s.next(lk, ln, key)
+			w := &work{key: key, known: known}
+			w.one[0] = c
+			w.calls = w.one[:]
+			rs, err := s.send(ctx, w, time.Time{})
+			s.next(ln, key)
 			if err != nil {
 				return reply{}, err
 			}
@@ -231,11 +271,11 @@ func (s *Store) batched(ctx context.Context, key redlimit.Key, known redlimit.Co
 
 // next sends the calls that queued up while a run was in flight, in the
 // background, and retires the lane when none are left.
-func (s *Store) next(lk string, ln *lane, key redlimit.Key) {
+func (s *Store) next(ln *lane, key redlimit.Key) {
 	ln.mu.Lock()
 	if len(ln.waiting) == 0 {
 		ln.busy, ln.dead = false, true
-		s.lanes.Delete(lk)
+		ln.home.CompareAndDelete(ln.mapKey, ln)
 		ln.mu.Unlock()
 		return
 	}
@@ -271,7 +311,7 @@ func (s *Store) next(lk string, ln *lane, key redlimit.Key) {
 				p.done <- outcome{r: rs[i]}
 			}
 		}
-		s.next(lk, ln, key)
+		s.next(ln, key)
 	}()
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,7 +128,7 @@ func TestBatchDifferential(t *testing.T) {
 					case c.op == "acquire":
 						at := int64(0)
 						if r.code == 1 {
-							at = r.at
+							at = r.at()
 						}
 						got = fmt.Sprint(r.code == 1, r.value, r.wait, at)
 					case c.op == "cancel":
@@ -157,4 +159,49 @@ func atMS(d redlimit.Decision) int64 {
 		return 0
 	}
 	return d.At.UnixMilli()
+}
+
+// TestConcurrentClientsOneStore: callers of several client IDs on one
+// PerClient limiter of one store (their calls queue in separate lanes) each
+// get exactly their own limit, never another's.
+func TestConcurrentClientsOneStore(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	s, err := New(rdb, WithClock(clk), WithRefusalCache(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rate, clients, perClient = 50, 3, 8
+	cfg := redlimit.PerMinute(rate).WithMode(redlimit.PerClient)
+	granted := make([]atomic.Int64, clients)
+	var wg sync.WaitGroup
+	for c := 0; c < clients; c++ {
+		l, err := redlimit.New(s, "shared", redlimit.WithConfig(cfg), redlimit.WithClientID(fmt.Sprint("client-", c)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for g := 0; g < perClient; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 20; i++ {
+					r, err := l.TryAcquire(ctx, 1)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if r.Allowed {
+						granted[c].Add(1)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for c := range granted {
+		if got := granted[c].Load(); got != rate {
+			t.Errorf("client %d: %d grants of %d tries; want exactly %d", c, got, perClient*20, rate)
+		}
+	}
 }

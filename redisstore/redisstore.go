@@ -65,8 +65,11 @@ type Store struct {
 	prefix string
 	clock  clock.Clock // nil: Redis TIME
 	// bounded: the client itself stops waiting at the context's deadline
-	// (go-redis's ContextTimeoutEnabled); otherwise the store does.
-	bounded bool
+	// (go-redis's ContextTimeoutEnabled); otherwise the store does, for
+	// deadlines sooner than clientWait, the longest the client waits for a
+	// reply by itself (its ReadTimeout; 0: unbounded).
+	bounded    bool
+	clientWait time.Duration
 	// acks replicas must confirm each change within ackTimeout (WAIT).
 	acks       int
 	ackTimeout time.Duration
@@ -74,8 +77,9 @@ type Store struct {
 	scripter redis.Scripter
 	autoPipe bool
 	// batching: concurrent calls on one log share a script run (lanes).
-	batching bool
-	lanes    sync.Map
+	batching    bool
+	lanes       sync.Map // name -> *lane
+	clientLanes sync.Map // name NUL client -> *lane, when lanes has another client's
 	// group puts the works of different limiters in one run (nil: each
 	// goes alone, as on a Cluster).
 	group *group
@@ -158,11 +162,18 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, &redlimit.ArgumentError{Arg: "redis client", Reason: "must not be nil", Kind: redlimit.ErrInvalidArgument}
 	}
 	s := &Store{rdb: rdb, prefix: DefaultPrefix, batching: true, refusalTTL: DefaultRefusalCache}
+	readTimeout := time.Duration(0)
 	switch c := rdb.(type) {
 	case *redis.Client:
-		s.bounded = c.Options().ContextTimeoutEnabled
+		s.bounded, readTimeout = c.Options().ContextTimeoutEnabled, c.Options().ReadTimeout
 	case *redis.ClusterClient:
-		s.bounded = c.Options().ContextTimeoutEnabled
+		s.bounded, readTimeout = c.Options().ContextTimeoutEnabled, c.Options().ReadTimeout
+	}
+	switch {
+	case readTimeout == 0:
+		s.clientWait = 3 * time.Second // go-redis's default
+	case readTimeout > 0:
+		s.clientWait = readTimeout
 	}
 	for _, o := range opts {
 		if err := o(s); err != nil {
@@ -187,18 +198,25 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 		if err != nil {
 			return nil, &redlimit.ArgumentError{Arg: "redis client", Reason: err.Error(), Kind: redlimit.ErrInvalidArgument}
 		}
-		s.scripter, s.bounded = ap, false // queued commands ignore their contexts
+		// Queued commands ignore their contexts: every deadline is guarded.
+		s.scripter, s.bounded, s.clientWait = ap, false, 0
 	}
 	return s, nil
 }
 
-// within runs f, returning at ctx's end at the latest: a go-redis client
-// without ContextTimeoutEnabled waits for a stalled server as long as its
-// ReadTimeout, whatever the context says. A call abandoned that way may
-// still be carried out by Redis (a grant the caller never learns of: a
-// permit lost, never one granted twice).
+// within runs f, returning by ctx's deadline at the latest: a go-redis
+// client without ContextTimeoutEnabled waits for a stalled server as long as
+// its ReadTimeout, whatever the context says. Only a deadline sooner than
+// that needs the guard (a goroutine per call, so it is not paid otherwise);
+// a context cancelled without one ends a call in flight no later than the
+// client's ReadTimeout. A call abandoned that way may still be carried out
+// by Redis (a grant the caller never learns of: a permit lost, never one
+// granted twice).
 func within[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	if s.bounded || ctx.Done() == nil {
+	if s.bounded {
+		return f(ctx)
+	}
+	if dl, ok := ctx.Deadline(); !ok || s.clientWait > 0 && time.Until(dl) >= s.clientWait {
 		return f(ctx)
 	}
 	type result struct {
@@ -409,9 +427,13 @@ func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error
 
 // reply is limiter.lua's answer.
 type reply struct {
-	code, value, wait, at, now int64
-	cfg                        redlimit.Config
+	code, value, wait, now int64
+	// cfg is the stored config, shared by the replies of one work.
+	cfg *redlimit.Config
 }
+
+// at is when a grant is made: now + wait.
+func (r reply) at() int64 { return r.now + r.wait }
 
 func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config, op string, n int64, arg3 int64) (reply, error) {
 	if err := redlimit.ValidateName(key.Name); err != nil {
@@ -471,9 +493,9 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 	if err != nil {
 		return redlimit.Decision{}, err
 	}
-	d := redlimit.Decision{Granted: r.code == 1, Remaining: r.value, Wait: time.Duration(r.wait) * time.Millisecond, Now: time.UnixMilli(r.now), Config: r.cfg}
+	d := redlimit.Decision{Granted: r.code == 1, Remaining: r.value, Wait: time.Duration(r.wait) * time.Millisecond, Now: time.UnixMilli(r.now), Config: *r.cfg}
 	if d.Granted {
-		d.At = time.UnixMilli(r.at)
+		d.At = time.UnixMilli(r.at())
 	}
 	return d, nil
 }
@@ -499,7 +521,10 @@ func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Co
 // Available implements redlimit.Store.
 func (s *Store) Available(ctx context.Context, key redlimit.Key, known redlimit.Config) (int64, redlimit.Config, error) {
 	r, err := s.run(ctx, key, known, "available", 0, 0)
-	return r.value, r.cfg, err
+	if err != nil {
+		return 0, redlimit.Config{}, err
+	}
+	return r.value, *r.cfg, nil
 }
 
 // Delete implements redlimit.Store. The PerClient state of other clients is

@@ -35,7 +35,7 @@ func WithRefusalCache(maxStale time.Duration) Option {
 type refusal struct {
 	until time.Time // when a permit frees (the store's clock, or the local monotonic one)
 	valid time.Time // the entry is used until then: until, or maxStale after the reply
-	cfg   redlimit.Config
+	cfg   *redlimit.Config
 }
 
 type refusals struct {
@@ -114,24 +114,24 @@ func logKey(key redlimit.Key) string { return key.Name + "\x00" + key.Client }
 
 // cachedRefusal answers a call for one permit locally when it can: it
 // returns the retry-after.
-func (s *Store) cachedRefusal(key redlimit.Key, maxWait int64) (time.Duration, redlimit.Config, bool) {
+func (s *Store) cachedRefusal(key redlimit.Key, maxWait int64) (time.Duration, *redlimit.Config, bool) {
 	if s.refusalTTL <= 0 {
-		return 0, redlimit.Config{}, false
+		return 0, nil, false
 	}
 	r, ok := s.refusals.load(key)
 	if !ok {
-		return 0, redlimit.Config{}, false
+		return 0, nil, false
 	}
 	now := s.localNow()
 	if !now.Before(r.valid) {
-		return 0, redlimit.Config{}, false
+		return 0, nil, false
 	}
 	left := r.until.Sub(now)
 	left = left.Truncate(time.Millisecond) + roundUpMS(left)
 	// Only while nothing can be granted in the caller's wait; a caller who
 	// may wait long enough gets a reservation from the store.
 	if left <= 0 || maxWait < 0 || maxWait >= left.Milliseconds() {
-		return 0, redlimit.Config{}, false
+		return 0, nil, false
 	}
 	s.refusals.hits.Add(1)
 	return left, r.cfg, true

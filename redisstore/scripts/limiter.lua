@@ -44,10 +44,11 @@
 --   flag -1: not initialized, -3: stored config unreadable (nothing follows)
 --   flag 0: the stored config is the one the client sent; 1: it is not, and
 --           follows, as one string
---   then for each call: code, value, wait, at
+--   then for each call: code, value, wait
 --   code  1 granted / done, 0 refused, -2 permits exceed the most grantable at once
 --   value acquire, available: permits left; cancel, release: permits handed back
---   wait  acquire: ms until at when granted, retry-after when refused
+--   wait  acquire: ms from now until the grant (granted: at now + wait), or
+--         the retry-after (refused)
 -- Errors are replies, never raw Lua errors.
 
 ---------------------------------------------------------------- prelude
@@ -222,10 +223,12 @@ local function flush()
   if hasList then redis.call('PEXPIRE', listKey, ttl) end
 end
 
-local out -- the reply; each call appends code, value, wait, at
+local out -- the reply; each call appends code, value, wait
+-- reply answers a call. A grant's instant is now + wait, which the client
+-- works out itself, so at is not sent.
 local function reply(code, value, wait, at)
   local k = #out
-  out[k + 1], out[k + 2], out[k + 3], out[k + 4] = code, value, wait, at
+  out[k + 1], out[k + 2], out[k + 3] = code, value, wait
 end
 
 ---------------------------------------------------------------- sliding-log

@@ -248,9 +248,11 @@ end
 -- their permits.
 local function head_before(cut)
   if headCut == cut then return headK, headSum end
-  local idx, sum = 0, 0
+  -- Chunks that double from one pair: the head has mostly left the window
+  -- by a pair or two, and every element read costs a Lua string.
+  local idx, sum, size = 0, 0, 2
   while true do
-    local chunk = redis.call('LRANGE', listKey, idx, idx + 63)
+    local chunk = redis.call('LRANGE', listKey, idx, idx + size - 1)
     local i = 1
     while i < #chunk do
       if tonumber(chunk[i]) > cut then break end
@@ -258,10 +260,11 @@ local function head_before(cut)
       i = i + 2
     end
     idx = idx + i - 1
-    if i <= #chunk or #chunk < 64 then
+    if i <= #chunk or #chunk < size then
       headK, headSum, headCut = idx, sum, cut
       return idx, sum
     end
+    if size < 64 then size = size * 2 end
   end
 end
 

@@ -103,6 +103,9 @@ func ValidateName(name string) error {
 
 // ValidateClientID checks a client ID: 1..MaxClientIDLen bytes of printable UTF-8.
 func ValidateClientID(id string) error {
+	if printableASCII(id) && id != "" && len(id) <= MaxClientIDLen {
+		return nil // the common case, checked on every call
+	}
 	if id == "" || len(id) > MaxClientIDLen || !utf8.ValidString(id) {
 		return &ArgumentError{Arg: "client ID", Value: id, Reason: fmt.Sprintf("must be 1..%d bytes of UTF-8", MaxClientIDLen), Kind: ErrInvalidArgument}
 	}
@@ -112,6 +115,16 @@ func ValidateClientID(id string) error {
 		}
 	}
 	return nil
+}
+
+// printableASCII reports whether s holds only printable ASCII.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidatePermits checks a permit count. Whether it exceeds the rate is

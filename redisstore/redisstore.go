@@ -86,8 +86,8 @@ type Store struct {
 	// refusals answers calls on exhausted limiters locally (refusals.go).
 	refusals   refusals
 	refusalTTL time.Duration
-	calls      atomic.Int64
-	runs       atomic.Int64
+	calls      counter
+	runs       counter
 	// noFunctions: this Redis cannot run limiter.lua as a function (before
 	// 7.0, or the ACL forbids FCALL or FUNCTION LOAD): scripts it is.
 	noFunctions atomic.Bool
@@ -451,8 +451,8 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 	c := call{op: op, n: n, arg: arg3}
 	s.calls.Add(1)
 	if op == "acquire" && n == 1 {
-		if retry, cfg, ok := s.cachedRefusal(key, arg3); ok {
-			return reply{code: 0, value: 0, wait: retry.Milliseconds(), now: s.localNow().UnixMilli(), cfg: cfg}, nil
+		if retry, now, cfg, ok := s.cachedRefusal(key, arg3); ok {
+			return reply{code: 0, value: 0, wait: retry.Milliseconds(), now: now.UnixMilli(), cfg: cfg}, nil
 		}
 	}
 	sent := s.localNow()

@@ -44,7 +44,7 @@ type refusals struct {
 	// no entry at all, costs one atomic load.
 	overall, perClient sync.Map
 	entries            atomic.Int64
-	hits               atomic.Int64
+	hits               counter
 }
 
 // load returns the entry of key's log, whatever its mode.
@@ -113,28 +113,28 @@ func (s *Store) localNow() time.Time {
 func logKey(key redlimit.Key) string { return key.Name + "\x00" + key.Client }
 
 // cachedRefusal answers a call for one permit locally when it can: it
-// returns the retry-after.
-func (s *Store) cachedRefusal(key redlimit.Key, maxWait int64) (time.Duration, *redlimit.Config, bool) {
+// returns the retry-after and the time it read.
+func (s *Store) cachedRefusal(key redlimit.Key, maxWait int64) (time.Duration, time.Time, *redlimit.Config, bool) {
 	if s.refusalTTL <= 0 {
-		return 0, nil, false
+		return 0, time.Time{}, nil, false
 	}
 	r, ok := s.refusals.load(key)
 	if !ok {
-		return 0, nil, false
+		return 0, time.Time{}, nil, false
 	}
 	now := s.localNow()
 	if !now.Before(r.valid) {
-		return 0, nil, false
+		return 0, time.Time{}, nil, false
 	}
 	left := r.until.Sub(now)
 	left = left.Truncate(time.Millisecond) + roundUpMS(left)
 	// Only while nothing can be granted in the caller's wait; a caller who
 	// may wait long enough gets a reservation from the store.
 	if left <= 0 || maxWait < 0 || maxWait >= left.Milliseconds() {
-		return 0, nil, false
+		return 0, time.Time{}, nil, false
 	}
 	s.refusals.hits.Add(1)
-	return left, r.cfg, true
+	return left, now, r.cfg, true
 }
 
 // roundUpMS is what left lacks to a whole millisecond, so that a cached

@@ -48,6 +48,7 @@ func FuzzDecodeConfig(f *testing.F) {
 	f.Add("sliding-log overall 10 1000 5 0 0")
 	f.Add("token-bucket per-client 1 1 1  x")
 	f.Add("leaky-bucket overall 3 1000 7 0 5")
+	f.Add("leaky-bucket overAll 1 1 0 00 0")
 	f.Fuzz(func(t *testing.T, text string) {
 		cfg, err := decodeConfig(text)
 		if err != nil {

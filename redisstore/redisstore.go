@@ -612,7 +612,7 @@ func asArray(raw any, min int) ([]any, error) {
 }
 
 // decodeConfig reads a config as limiter.lua stores it, "algorithm mode
-// rate interval epoch burst capacity", and checks it.
+// rate interval epoch burst capacity" exactly, and checks it.
 func decodeConfig(raw any) (redlimit.Config, error) {
 	text, ok := raw.(string)
 	if !ok {
@@ -639,6 +639,11 @@ func decodeConfig(raw any) (redlimit.Config, error) {
 	c := redlimit.Config{Algorithm: redlimit.Algorithm(f[0]), Mode: mode, Rate: rate, Interval: time.Duration(interval) * time.Millisecond, Epoch: epoch, Burst: burst, Capacity: capacity}
 	if _, err := c.Normalize(); err != nil {
 		return redlimit.Config{}, fmt.Errorf("%w: %w", redlimit.ErrCorrupt, err)
+	}
+	// Only the form redlimit writes: limiter.lua compares configs as
+	// strings, and anything else was written by someone else.
+	if configArg(c) != text {
+		return redlimit.Config{}, fmt.Errorf("%w: config %q", redlimit.ErrCorrupt, text)
 	}
 	return c, nil
 }

@@ -57,24 +57,31 @@ func (s *Store) runCalls(ctx context.Context, key redlimit.Key, known redlimit.C
 // slot) in one script run and returns a result for each work.
 func (s *Store) runWorks(ctx context.Context, works []*work) []result {
 	out := make([]result, len(works))
-	n := 1
+	nk := 4 * len(works)
+	n := 3 + nk + 1
 	for _, w := range works {
 		n += 2 + 3*len(w.calls)
 	}
-	args := make([]any, 0, n)
-	keys := make([]string, 0, 4*len(works))
-	args = append(args, s.nowArg())
+	c := limiterCall{cmd: make([]any, 3, n), keys: make([]string, 0, nk)}
+	c.cmd[0], c.cmd[1], c.cmd[2] = fcallName, limiterFunctionName, nk
+	for _, w := range works {
+		for _, k := range limiterKeys(s.prefix, w.key.Name).scriptKeys(w.key.Client) {
+			c.keys = append(c.keys, k)
+			c.cmd = append(c.cmd, k)
+		}
+	}
+	c.cmd = append(c.cmd, s.nowArg())
 	writes := false
 	for _, w := range works {
-		args = append(args, configArg(w.known), len(w.calls))
-		for _, c := range w.calls {
-			args = append(args, boxedOp(c.op), c.n, c.arg)
-			writes = writes || c.op != "available"
+		c.cmd = append(c.cmd, configArg(w.known), len(w.calls))
+		for _, cl := range w.calls {
+			c.cmd = append(c.cmd, boxedOp(cl.op), cl.n, cl.arg)
+			writes = writes || cl.op != "available"
 		}
-		keys = append(keys, limiterKeys(s.prefix, w.key.Name).scriptKeys(w.key.Client)...)
 	}
+	c.args = c.cmd[3+nk:]
 	s.runs.Add(1)
-	raw, err := s.evalLimiter(ctx, writes, keys, args)
+	raw, err := s.evalLimiter(ctx, writes, c)
 	if err == nil {
 		err = decodeReplies(raw, works, out)
 	} else {
@@ -180,6 +187,11 @@ type lane struct {
 	client  string
 	home    *sync.Map // the map that holds it, under mapKey
 	mapKey  string
+	// spare and calls are reused by the lane's runs, one at a time, so
+	// that a busy lane allocates little: the slice waiting calls queue in
+	// and a run's calls.
+	spare []*pending
+	calls []call
 }
 
 // laneFor returns key's lane, making one if there is none.
@@ -283,10 +295,16 @@ func (s *Store) next(ln *lane, key redlimit.Key) {
 	if len(batch) > maxBatch {
 		batch = batch[:maxBatch]
 	}
-	ln.waiting = append([]*pending(nil), ln.waiting[len(batch):]...)
+	ln.waiting = append(ln.spare[:0], ln.waiting[len(batch):]...)
+	ln.spare = nil
+	calls := ln.calls
+	ln.calls = nil
 	ln.mu.Unlock()
 	go func() {
-		w := &work{key: key, calls: make([]call, len(batch))}
+		if cap(calls) < len(batch) {
+			calls = make([]call, len(batch))
+		}
+		w := &work{key: key, calls: calls[:len(batch)]}
 		var deadline time.Time
 		for i, p := range batch {
 			w.calls[i] = p.call
@@ -310,7 +328,16 @@ func (s *Store) next(ln *lane, key redlimit.Key) {
 			} else {
 				p.done <- outcome{r: rs[i]}
 			}
+			batch[i] = nil
 		}
+		ln.mu.Lock()
+		ln.spare = batch[:0]
+		if err == nil {
+			// The run is over; after an error (a deadline) it may still
+			// be about to read w.calls.
+			ln.calls = w.calls[:0]
+		}
+		ln.mu.Unlock()
 		s.next(ln, key)
 	}()
 }

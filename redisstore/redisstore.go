@@ -248,34 +248,45 @@ func (s *Store) eval(ctx context.Context, sc *redis.Script, writes bool, keys []
 	})
 }
 
-// fcaller is what calls a Redis function: the clients and the auto-pipeliner.
-type fcaller interface {
-	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
+// doer sends a command built by hand: the clients and the auto-pipeliner.
+type doer interface {
+	Do(ctx context.Context, args ...any) *redis.Cmd
 }
+
+// limiterCall is a run of limiter.lua: the whole FCALL command, laid out as
+// "FCALL name numkeys keys... args..." so that it is built once, not copied
+// by the client; keys and args are views into it for the script fallback.
+type limiterCall struct {
+	cmd  []any
+	keys []string
+	args []any
+}
+
+var fcallName, limiterFunctionName any = "fcall", limiterFunction
 
 // evalLimiter runs limiter.lua: as a function where Redis has it (loaded on
 // first use, and again after Redis lost it), else as a script.
-func (s *Store) evalLimiter(ctx context.Context, writes bool, keys []string, args []any) (any, error) {
-	fc, ok := s.scripter.(fcaller)
+func (s *Store) evalLimiter(ctx context.Context, writes bool, c limiterCall) (any, error) {
+	d, ok := s.scripter.(doer)
 	if !ok || s.noFunctions.Load() || (s.acks > 0 && writes) {
-		return s.eval(ctx, limiterScript, writes, keys, args...)
+		return s.eval(ctx, limiterScript, writes, c.keys, c.args...)
 	}
 	return within(s, ctx, func(ctx context.Context) (any, error) {
-		r, err := fc.FCall(ctx, limiterFunction, keys, args...).Result()
+		r, err := d.Do(ctx, c.cmd...).Result()
 		if err == nil || !functionMissing(err) && !functionsRefused(err) {
 			return r, err
 		}
 		if functionMissing(err) {
-			err = s.loadLibrary(ctx, keys[0])
+			err = s.loadLibrary(ctx, c.keys[0])
 			if err == nil {
-				return fc.FCall(ctx, limiterFunction, keys, args...).Result()
+				return d.Do(ctx, c.cmd...).Result()
 			}
 			if !functionsRefused(err) {
 				return nil, err
 			}
 		}
 		s.noFunctions.Store(true)
-		return limiterScript.Run(ctx, s.scripter, keys, args...).Result()
+		return limiterScript.Run(ctx, s.scripter, c.keys, c.args...).Result()
 	})
 }
 

@@ -2,9 +2,13 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit"
 )
@@ -82,6 +86,16 @@ func (s *Store) runWorks(ctx context.Context, works []*work) []result {
 	c.args = c.cmd[3+nk:]
 	s.runs.Add(1)
 	raw, err := s.evalLimiter(ctx, writes, c)
+	if err != nil && len(works) > 1 && crossSlot(err) {
+		// A clustered Redis behind one endpoint (a single-shard Cluster, a
+		// proxy) refuses keys of several slots in one run, before running
+		// anything: from now on each limiter's calls go alone.
+		s.crossSlotRefused.Store(true)
+		for i, w := range works {
+			out[i] = s.runWorks(ctx, []*work{w})[0]
+		}
+		return out
+	}
 	if err == nil {
 		err = decodeReplies(raw, works, out)
 	} else {
@@ -194,24 +208,34 @@ type lane struct {
 	calls []call
 }
 
-// laneFor returns key's lane, making one if there is none.
+// laneFor returns key's lane, making one if there is none. Lanes are made
+// under laneMu, after looking in both maps again, so that one log never has
+// two lanes (which could run its calls out of order).
 func (s *Store) laneFor(key redlimit.Key) *lane {
 	if v, ok := s.lanes.Load(key.Name); ok {
 		if ln := v.(*lane); ln.client == key.Client {
 			return ln
 		}
-	} else {
-		v, _ = s.lanes.LoadOrStore(key.Name, &lane{client: key.Client, home: &s.lanes, mapKey: key.Name})
-		if ln := v.(*lane); ln.client == key.Client {
-			return ln
-		}
 	}
 	lk := key.Name + "\x00" + key.Client
-	v, ok := s.clientLanes.Load(lk)
-	if !ok {
-		v, _ = s.clientLanes.LoadOrStore(lk, &lane{client: key.Client, home: &s.clientLanes, mapKey: lk})
+	if s.clientLaneCount.Load() > 0 {
+		if v, ok := s.clientLanes.Load(lk); ok {
+			return v.(*lane)
+		}
 	}
-	return v.(*lane)
+	s.laneMu.Lock()
+	defer s.laneMu.Unlock()
+	if v, ok := s.clientLanes.Load(lk); ok {
+		return v.(*lane)
+	}
+	v, _ := s.lanes.LoadOrStore(key.Name, &lane{client: key.Client, home: &s.lanes, mapKey: key.Name})
+	if ln := v.(*lane); ln.client == key.Client {
+		return ln
+	}
+	ln := &lane{client: key.Client, home: &s.clientLanes, mapKey: lk}
+	s.clientLanes.Store(lk, ln)
+	s.clientLaneCount.Add(1)
+	return ln
 }
 
 // pending is a call waiting in a lane.
@@ -287,7 +311,9 @@ func (s *Store) next(ln *lane, key redlimit.Key) {
 	ln.mu.Lock()
 	if len(ln.waiting) == 0 {
 		ln.busy, ln.dead = false, true
-		ln.home.CompareAndDelete(ln.mapKey, ln)
+		if ln.home.CompareAndDelete(ln.mapKey, ln) && ln.home == &s.clientLanes {
+			s.clientLaneCount.Add(-1)
+		}
 		ln.mu.Unlock()
 		return
 	}
@@ -311,13 +337,7 @@ func (s *Store) next(ln *lane, key redlimit.Key) {
 			if w.known.Rate == 0 {
 				w.known = p.known
 			}
-			if p.deadline.After(deadline) {
-				deadline = p.deadline
-			}
-		}
-		// The run lasts as long as the most patient of its callers.
-		if deadline.IsZero() {
-			deadline = time.Now().Add(5 * time.Second)
+			deadline = patient(deadline, p.deadline, i == 0)
 		}
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		rs, err := s.send(ctx, w, deadline)
@@ -340,6 +360,28 @@ func (s *Store) next(ln *lane, key redlimit.Key) {
 		ln.mu.Unlock()
 		s.next(ln, key)
 	}()
+}
+
+// crossSlot: Redis refused a run whose keys are in several hash slots.
+func crossSlot(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "CROSSSLOT")
+}
+
+// runPatience bounds a shared run whose callers include one without a
+// deadline (each caller still returns at its own context's end).
+const runPatience = 5 * time.Second
+
+// patient folds a caller's deadline d (zero: none) into a shared run's,
+// so that the run lasts as long as its most patient caller.
+func patient(run, d time.Time, first bool) time.Time {
+	if d.IsZero() {
+		d = time.Now().Add(runPatience)
+	}
+	if first || d.After(run) {
+		return d
+	}
+	return run
 }
 
 // Grouping: on one server (a *redis.Client, Sentinel's included) the works
@@ -372,7 +414,7 @@ type queued struct {
 // store groups them; deadline is that of the most patient caller (zero: ctx's).
 func (s *Store) send(ctx context.Context, w *work, deadline time.Time) ([]reply, error) {
 	g := s.group
-	if g == nil {
+	if g == nil || s.crossSlotRefused.Load() {
 		r := s.runWorks(ctx, []*work{w})[0]
 		return r.rs, r.err
 	}
@@ -426,12 +468,7 @@ func (s *Store) nextRun(g *group) {
 		var deadline time.Time
 		for i, q := range batch {
 			works[i] = q.w
-			if q.deadline.After(deadline) {
-				deadline = q.deadline
-			}
-		}
-		if deadline.IsZero() {
-			deadline = time.Now().Add(5 * time.Second)
+			deadline = patient(deadline, q.deadline, i == 0)
 		}
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		rs := s.runWorks(ctx, works)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -202,6 +203,131 @@ func TestConcurrentClientsOneStore(t *testing.T) {
 	for c := range granted {
 		if got := granted[c].Load(); got != rate {
 			t.Errorf("client %d: %d grants of %d tries; want exactly %d", c, got, perClient*20, rate)
+		}
+	}
+}
+
+// TestClusterBehindOneEndpoint: a clustered Redis reached through a plain
+// client (a single-shard Cluster, as behind some proxies) refuses runs whose
+// keys span hash slots; concurrent calls on many limiters must still all be
+// answered, each limiter's calls going alone once the server said so.
+func TestClusterBehindOneEndpoint(t *testing.T) {
+	srv := redistest.Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes-single.conf")
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	if err := rdb.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(rdb.ClusterInfo(ctx).Val(), "cluster_state:ok"); {
+		if time.Now().After(deadline) {
+			t.Fatal("the one-node cluster never became ok")
+		}
+		time.Sleep(10 * time.Millisecond) // waiting for Redis's own state change
+	}
+	s, err := New(rdb, WithRefusalCache(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var first atomic.Value
+	for i := 0; i < 32; i++ {
+		l, _ := redlimit.New(s, fmt.Sprint("limiter-", i), redlimit.WithConfig(redlimit.PerSecond(1<<20)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 100; j++ {
+				if _, err := l.TryAcquire(ctx, 1); err != nil {
+					failed.Add(1)
+					first.CompareAndSwap(nil, err.Error())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d of 3200 calls failed, first: %v", n, first.Load())
+	}
+	if !s.crossSlotRefused.Load() {
+		t.Error("no run carried two limiters: the test did not reach the server's refusal")
+	}
+}
+
+// TestRefusalCacheAfterRelease: a release made through the store while
+// refusals of the same limiter are in flight leaves no cached refusal
+// behind, whichever reply its caller sees first.
+func TestRefusalCacheAfterRelease(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	for i := 0; i < 200; i++ {
+		s, err := New(rdb, WithPrefix(fmt.Sprintf("rel%d:", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := redlimit.New(s, "r", redlimit.WithConfig(redlimit.TokenBucketConfig(1, time.Hour, 1)))
+		if r, err := l.TryAcquire(ctx, 1); err != nil || !r.Allowed {
+			t.Fatalf("first permit: %+v, %v", r, err)
+		}
+		var wg sync.WaitGroup
+		for g := 0; g < 16; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l.TryAcquire(ctx, 1)
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.Release(ctx, 1)
+		}()
+		wg.Wait()
+		avail, err := l.AvailablePermits(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if avail == 0 {
+			continue // the release came first and a refusal-to-be took the permit
+		}
+		if r, err := l.TryAcquire(ctx, 1); err != nil || !r.Allowed {
+			t.Fatalf("iteration %d: %d available but refused: %+v, %v", i, avail, r, err)
+		}
+	}
+}
+
+// TestForeignDataInARun: a limiter whose keys hold what redlimit did not
+// write (a key of the wrong type, a state that is not numbers) is answered
+// ErrCorrupt alone; the other limiters of the same run are served.
+func TestForeignDataInARun(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	s, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perClient := redlimit.PerSecond(10).WithMode(redlimit.PerClient)
+	for _, name := range []string{"ok1", "wrongtype", "garbage", "ok2"} {
+		if _, _, err := s.SetConfig(ctx, name, perClient, redlimit.SetResetState); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rdb.HSet(ctx, s.Prefix()+"{wrongtype}:client:c", "x", "1") // a hash where a string belongs
+	rdb.Set(ctx, s.Prefix()+"{garbage}:client:c", "not numbers at all", time.Minute)
+	var works []*work
+	for _, name := range []string{"ok1", "wrongtype", "garbage", "ok2"} {
+		cfg, err := s.Config(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		works = append(works, &work{key: redlimit.Key{Name: name, Client: "c"}, known: cfg, calls: []call{{"acquire", 1, 0}}})
+	}
+	res := s.runWorks(ctx, works)
+	for i, want := range []error{nil, redlimit.ErrCorrupt, nil, nil} {
+		if want == nil && (res[i].err != nil || res[i].rs[0].code != 1) {
+			t.Errorf("%s: %+v; want a grant", works[i].key.Name, res[i])
+		}
+		if want != nil && !errors.Is(res[i].err, want) {
+			t.Errorf("%s: %v; want %v", works[i].key.Name, res[i].err, want)
 		}
 	}
 }

@@ -14,7 +14,7 @@ const DefaultPrefix = "redlimit:"
 //
 // PREFIX{name} is the limiter hash: its config and its Overall state, one
 // small key (token bucket: ~150 bytes in Redis). PREFIX{name}:log is the
-// Overall sliding-log list; PREFIX{name}:state:CLIENT and
+// Overall sliding-log list; PREFIX{name}:client:CLIENT and
 // PREFIX{name}:log:CLIENT are a PerClient client's state and list.
 type keys struct {
 	limiter, log, base string
@@ -29,5 +29,5 @@ func limiterKeys(prefix, name string) keys {
 
 // scriptKeys lists the KEYS of limiter.lua for client.
 func (k keys) scriptKeys(client string) []string {
-	return []string{k.limiter, k.log, k.base + "state:" + client, k.base + "log:" + client}
+	return []string{k.limiter, k.log, k.base + "client:" + client, k.base + "log:" + client}
 }

@@ -11,7 +11,7 @@
 //
 // Keys: PREFIX{name}, a small hash holding the config and the Overall state,
 // which persists until Delete or Expire; PREFIX{name}:log, the Overall
-// sliding-log list; PREFIX{name}:state:CLIENT and PREFIX{name}:log:CLIENT
+// sliding-log list; PREFIX{name}:client:CLIENT and PREFIX{name}:log:CLIENT
 // (PerClient). Keys that hold only state expire on their own once idle long
 // enough that forgetting them changes no answer.
 //
@@ -65,11 +65,8 @@ type Store struct {
 	prefix string
 	clock  clock.Clock // nil: Redis TIME
 	// bounded: the client itself stops waiting at the context's deadline
-	// (go-redis's ContextTimeoutEnabled); otherwise the store does, for
-	// deadlines sooner than clientWait, the longest the client waits for a
-	// reply by itself (its ReadTimeout; 0: unbounded).
-	bounded    bool
-	clientWait time.Duration
+	// (go-redis's ContextTimeoutEnabled); otherwise the store does.
+	bounded bool
 	// acks replicas must confirm each change within ackTimeout (WAIT).
 	acks       int
 	ackTimeout time.Duration
@@ -80,17 +77,24 @@ type Store struct {
 	batching    bool
 	lanes       sync.Map // name -> *lane
 	clientLanes sync.Map // name NUL client -> *lane, when lanes has another client's
+	// clientLaneCount is clientLanes' size; laneMu makes lanes.
+	clientLaneCount atomic.Int64
+	laneMu          sync.Mutex
 	// group puts the works of different limiters in one run (nil: each
-	// goes alone, as on a Cluster).
-	group *group
+	// goes alone, as on a Cluster); crossSlotRefused: the server turned
+	// such a run down (a clustered Redis behind one endpoint), so they go
+	// alone there too.
+	group            *group
+	crossSlotRefused atomic.Bool
 	// refusals answers calls on exhausted limiters locally (refusals.go).
 	refusals   refusals
 	refusalTTL time.Duration
 	calls      counter
 	runs       counter
-	// noFunctions: this Redis cannot run limiter.lua as a function (before
-	// 7.0, or the ACL forbids FCALL or FUNCTION LOAD): scripts it is.
-	noFunctions atomic.Bool
+	// functionsOff: until then (unix ns) limiter.lua runs as a script: this
+	// Redis could not run it as a function (before 7.0, an ACL without FCALL
+	// or FUNCTION LOAD, a proxy that does not pass them). Tried again later.
+	functionsOff atomic.Int64
 }
 
 var _ redlimit.Store = (*Store)(nil)
@@ -162,18 +166,11 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, &redlimit.ArgumentError{Arg: "redis client", Reason: "must not be nil", Kind: redlimit.ErrInvalidArgument}
 	}
 	s := &Store{rdb: rdb, prefix: DefaultPrefix, batching: true, refusalTTL: DefaultRefusalCache}
-	readTimeout := time.Duration(0)
 	switch c := rdb.(type) {
 	case *redis.Client:
-		s.bounded, readTimeout = c.Options().ContextTimeoutEnabled, c.Options().ReadTimeout
+		s.bounded = c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
-		s.bounded, readTimeout = c.Options().ContextTimeoutEnabled, c.Options().ReadTimeout
-	}
-	switch {
-	case readTimeout == 0:
-		s.clientWait = 3 * time.Second // go-redis's default
-	case readTimeout > 0:
-		s.clientWait = readTimeout
+		s.bounded = c.Options().ContextTimeoutEnabled
 	}
 	for _, o := range opts {
 		if err := o(s); err != nil {
@@ -198,25 +195,18 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 		if err != nil {
 			return nil, &redlimit.ArgumentError{Arg: "redis client", Reason: err.Error(), Kind: redlimit.ErrInvalidArgument}
 		}
-		// Queued commands ignore their contexts: every deadline is guarded.
-		s.scripter, s.bounded, s.clientWait = ap, false, 0
+		s.scripter, s.bounded = ap, false // queued commands ignore their contexts
 	}
 	return s, nil
 }
 
-// within runs f, returning by ctx's deadline at the latest: a go-redis
-// client without ContextTimeoutEnabled waits for a stalled server as long as
-// its ReadTimeout, whatever the context says. Only a deadline sooner than
-// that needs the guard (a goroutine per call, so it is not paid otherwise);
-// a context cancelled without one ends a call in flight no later than the
-// client's ReadTimeout. A call abandoned that way may still be carried out
-// by Redis (a grant the caller never learns of: a permit lost, never one
-// granted twice).
+// within runs f, returning at ctx's end at the latest: a go-redis client
+// without ContextTimeoutEnabled waits for a stalled server as long as its
+// ReadTimeout (and retries), whatever the context says. A call abandoned
+// that way may still be carried out by Redis (a grant the caller never
+// learns of: a permit lost, never one granted twice).
 func within[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	if s.bounded {
-		return f(ctx)
-	}
-	if dl, ok := ctx.Deadline(); !ok || s.clientWait > 0 && time.Until(dl) >= s.clientWait {
+	if s.bounded || ctx.Done() == nil {
 		return f(ctx)
 	}
 	type result struct {
@@ -268,7 +258,7 @@ var fcallName, limiterFunctionName any = "fcall", limiterFunction
 // first use, and again after Redis lost it), else as a script.
 func (s *Store) evalLimiter(ctx context.Context, writes bool, c limiterCall) (any, error) {
 	d, ok := s.scripter.(doer)
-	if !ok || s.noFunctions.Load() || (s.acks > 0 && writes) {
+	if off := s.functionsOff.Load(); !ok || off != 0 && time.Now().UnixNano() < off || (s.acks > 0 && writes) {
 		return s.eval(ctx, limiterScript, writes, c.keys, c.args...)
 	}
 	return within(s, ctx, func(ctx context.Context) (any, error) {
@@ -281,14 +271,21 @@ func (s *Store) evalLimiter(ctx context.Context, writes bool, c limiterCall) (an
 			if err == nil {
 				return d.Do(ctx, c.cmd...).Result()
 			}
-			if !functionsRefused(err) {
+			// A loss of the connection is the caller's error; any answer
+			// of Redis refusing the library sends us to the script.
+			var rerr redis.Error
+			if !errors.As(err, &rerr) {
 				return nil, err
 			}
 		}
-		s.noFunctions.Store(true)
+		s.functionsOff.Store(time.Now().Add(functionsRetry).UnixNano())
 		return limiterScript.Run(ctx, s.scripter, c.keys, c.args...).Result()
 	})
 }
+
+// functionsRetry is how long limiter.lua runs as a script after Redis could
+// not run it as a function, before functions are tried again.
+const functionsRetry = time.Minute
 
 // loadLibrary loads limiter.lua as a function library on the primary that
 // serves key.
@@ -466,7 +463,7 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 			return reply{code: 0, value: 0, wait: retry.Milliseconds(), now: now.UnixMilli(), cfg: cfg}, nil
 		}
 	}
-	sent := s.localNow()
+	sent, gen := s.localNow(), s.refusals.gen.Load()
 	var out reply
 	if s.batching {
 		var err error
@@ -481,7 +478,7 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 		out = rs[0]
 	}
 	if op == "acquire" {
-		s.noteAcquire(key, sent, n, out)
+		s.noteAcquire(key, sent, gen, n, out)
 	} else if op != "available" {
 		s.forget(key) // a release or cancel may free permits
 	}

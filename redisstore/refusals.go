@@ -45,6 +45,10 @@ type refusals struct {
 	overall, perClient sync.Map
 	entries            atomic.Int64
 	hits               counter
+	// gen counts the changes made through the store that may free permits
+	// (releases, cancels, config changes): a refusal whose call was sent
+	// before one of them is not cached, whichever reply arrives first.
+	gen atomic.Uint64
 }
 
 // load returns the entry of key's log, whatever its mode.
@@ -147,23 +151,34 @@ func roundUpMS(d time.Duration) time.Duration {
 }
 
 // noteAcquire records the answer to a call for n permits sent at sent.
-func (s *Store) noteAcquire(key redlimit.Key, sent time.Time, n int64, r reply) {
+// gen was the refusals' generation when the call was sent.
+func (s *Store) noteAcquire(key redlimit.Key, sent time.Time, gen uint64, n int64, r reply) {
 	if s.refusalTTL <= 0 {
 		return
 	}
 	if r.code == 0 && n == 1 && r.value == 0 && r.wait > 0 {
+		if s.refusals.gen.Load() != gen {
+			return // permits may have been freed since: do not cache
+		}
 		wait := time.Duration(r.wait) * time.Millisecond
 		s.refusals.store(key, r.cfg.Mode, refusal{until: sent.Add(wait), valid: sent.Add(min(wait, s.refusalTTL)), cfg: r.cfg})
+		if s.refusals.gen.Load() != gen {
+			s.refusals.drop(key) // a change came in between: take it back
+		}
 		return
 	}
 	s.refusals.drop(key)
 }
 
 // forget clears the entry of key's log, whatever its mode.
-func (s *Store) forget(key redlimit.Key) { s.refusals.drop(key) }
+func (s *Store) forget(key redlimit.Key) {
+	s.refusals.gen.Add(1)
+	s.refusals.drop(key)
+}
 
 // forgetName clears the entries of every log of name.
 func (s *Store) forgetName(name string) {
+	s.refusals.gen.Add(1)
 	if _, had := s.refusals.overall.LoadAndDelete(name); had {
 		s.refusals.entries.Add(-1)
 	}

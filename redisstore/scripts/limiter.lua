@@ -49,7 +49,8 @@
 --   value acquire, available: permits left; cancel, release: permits handed back
 --   wait  acquire: ms from now until the grant (granted: at now + wait), or
 --         the retry-after (refused)
--- Errors are replies, never raw Lua errors.
+-- Errors are replies, never raw Lua errors; a limiter whose keys hold what
+-- redlimit did not write answers -3 alone.
 
 ---------------------------------------------------------------- prelude
 -- Library functions, taken on the first run: a function library's loading
@@ -124,6 +125,10 @@ local function load(k, a)
         if not same then break end
       else
         local x = tonumber(v)
+        if not x then
+          same = false -- garbage: the state is gone
+          break
+        end
         if i == 0 then S.l = x
         elseif i == 1 then S.x = S.l + x
         elseif alg == 'sliding-log' then S.t = x
@@ -650,6 +655,26 @@ local function handle(op, n, a3)
   return bucket(true, op, n, a3)
 end
 
+-- serve answers the calls of the limiter whose KEYS start after k and whose
+-- ARGV start at a, from out[head] on.
+local function serve(k, a, calls, head)
+  local flag, cfg = load(k, a)
+  out[head], out[head + 1] = start, flag
+  if flag == 1 then out[head + 2] = cfg end
+  if flag < 0 then return end
+  for i = a + 2, a - 1 + 3 * calls, 3 do
+    local op, n = argv[i], tonumber(argv[i + 1])
+    if op == 'acquire' and n > most then
+      reply(-2, 0, 0, 0)
+    else
+      begin()
+      handle(op, n, tonumber(argv[i + 2]))
+    end
+  end
+  flush()
+  out[head] = now
+end
+
 -- main serves one run. The file is loaded both as a script (EVALSHA, with
 -- "return main(KEYS, ARGV)" appended) and, where Redis has them (7.0+), as a
 -- function library, whose definitions above are then made once instead of
@@ -667,22 +692,12 @@ local function main(runKeys, runArgv)
   local k, a = 0, 2
   while a + 1 <= #argv do
     local calls = tonumber(argv[a + 1]) or 0
-    local flag, cfg = load(k, a)
     local head = #out + 1
-    out[head], out[head + 1] = start, flag
-    if flag == 1 then out[head + 2] = cfg end
-    if flag >= 0 then
-      for i = a + 2, a - 1 + 3 * calls, 3 do
-        local op, n = argv[i], tonumber(argv[i + 1])
-        if op == 'acquire' and n > most then
-          reply(-2, 0, 0, 0)
-        else
-          begin()
-          handle(op, n, tonumber(argv[i + 2]))
-        end
-      end
-      flush()
-      out[head] = now
+    -- A limiter whose keys hold what redlimit did not write (a wrong type,
+    -- garbage) answers "unreadable" alone: the others of the run go on.
+    if not pcall(serve, k, a, calls, head) then
+      for i = #out, head, -1 do out[i] = nil end
+      out[head], out[head + 1] = start, -3
     end
     k, a = k + 4, a + 2 + 3 * calls
   end

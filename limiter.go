@@ -221,8 +221,8 @@ const handBackTimeout = 2 * time.Second
 
 func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (Result, error) {
 	known := l.knownConfig()
-	if n <= 0 || n > MaxRate {
-		return Result{}, ValidatePermits(n)
+	if err := ValidatePermits(n); err != nil {
+		return Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, err

@@ -92,6 +92,13 @@ const MaxClientIDLen = 256
 // ValidateName checks a limiter name: 1..MaxNameLen bytes, any bytes at all
 // (stores encode names so that no name can reach another limiter's keys).
 func ValidateName(name string) error {
+	if name != "" && len(name) <= MaxNameLen {
+		return nil // small enough to inline: the check every call makes
+	}
+	return nameError(name)
+}
+
+func nameError(name string) error {
 	if name == "" {
 		return &ArgumentError{Arg: "name", Reason: "must not be empty", Kind: ErrInvalidArgument}
 	}
@@ -131,6 +138,13 @@ func printableASCII(s string) bool {
 // checked by the store against the stored config (a client's copy may be
 // out of date), before any state is touched.
 func ValidatePermits(n int64) error {
+	if n > 0 && n <= MaxRate {
+		return nil // small enough to inline: the check every call makes
+	}
+	return permitsError(n)
+}
+
+func permitsError(n int64) error {
 	if n <= 0 {
 		return &ArgumentError{Arg: "permits", Value: fmt.Sprint(n), Reason: "must be at least 1", Kind: ErrInvalidArgument}
 	}

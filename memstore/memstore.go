@@ -468,8 +468,8 @@ func (s *Store) end(k *call) { s.done(k.sh, k.l, k.now) }
 // limiter, restoring its config from known when it was lost. The errors
 // come in a fixed order: name, known config, context, not initialized.
 func (s *Store) begin(ctx context.Context, name string, known *redlimit.Config) (call, error) {
-	if name == "" || len(name) > redlimit.MaxNameLen {
-		return call{}, redlimit.ValidateName(name)
+	if err := redlimit.ValidateName(name); err != nil {
+		return call{}, err
 	}
 	// The clock is read before the lock, as x/time/rate's callers do, so
 	// that contending callers hold the lock shorter; a call that then finds
@@ -528,8 +528,8 @@ func (s *Store) abandon(sh *shard, name string, l *limiter) {
 // Acquire implements redlimit.Store. It fills its named result in place:
 // a Decision is large enough that copying it shows on the hot path.
 func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (out redlimit.Decision, err error) {
-	if n <= 0 || n > redlimit.MaxRate {
-		return out, redlimit.ValidatePermits(n)
+	if err := redlimit.ValidatePermits(n); err != nil {
+		return out, err
 	}
 	k, err := s.begin(ctx, key.Name, &known)
 	if err != nil {

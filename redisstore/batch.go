@@ -15,9 +15,23 @@ import (
 
 // call is one request to limiter.lua.
 type call struct {
-	op     string
+	op     op
 	n, arg int64
 }
+
+// op is what a call does.
+type op uint8
+
+const (
+	opAcquire op = iota
+	opCancel
+	opRelease
+	opAvailable
+)
+
+// opArgs are the ops as limiter.lua reads them, put in interfaces once: a
+// string put in one on every call would allocate.
+var opArgs = [...]any{opAcquire: "acquire", opCancel: "cancel", opRelease: "release", opAvailable: "available"}
 
 // work is the calls on one log that go in one script run.
 type work struct {
@@ -25,23 +39,6 @@ type work struct {
 	known redlimit.Config
 	calls []call
 	one   [1]call // calls of a lone call, without an allocation of its own
-}
-
-// Ops boxed once: a string put in an interface on every call would allocate.
-var (
-	opAcquire, opCancel, opRelease, opAvailable any = "acquire", "cancel", "release", "available"
-)
-
-func boxedOp(op string) any {
-	switch op {
-	case "acquire":
-		return opAcquire
-	case "cancel":
-		return opCancel
-	case "release":
-		return opRelease
-	}
-	return opAvailable
 }
 
 // result is a work's replies, or the error that ended it.
@@ -79,8 +76,8 @@ func (s *Store) runWorks(ctx context.Context, works []*work) []result {
 	for _, w := range works {
 		c.cmd = append(c.cmd, configArg(w.known), len(w.calls))
 		for _, cl := range w.calls {
-			c.cmd = append(c.cmd, boxedOp(cl.op), cl.n, cl.arg)
-			writes = writes || cl.op != "available"
+			c.cmd = append(c.cmd, opArgs[cl.op], cl.n, cl.arg)
+			writes = writes || cl.op != opAvailable
 		}
 	}
 	c.args = c.cmd[3+nk:]
@@ -217,14 +214,14 @@ func (s *Store) laneFor(key redlimit.Key) *lane {
 			return ln
 		}
 	}
-	lk := key.Name + "\x00" + key.Client
 	if s.clientLaneCount.Load() > 0 {
-		if v, ok := s.clientLanes.Load(lk); ok {
+		if v, ok := s.clientLanes.Load(logKey(key)); ok {
 			return v.(*lane)
 		}
 	}
 	s.laneMu.Lock()
 	defer s.laneMu.Unlock()
+	lk := logKey(key)
 	if v, ok := s.clientLanes.Load(lk); ok {
 		return v.(*lane)
 	}

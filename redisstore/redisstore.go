@@ -443,7 +443,7 @@ type reply struct {
 // at is when a grant is made: now + wait.
 func (r reply) at() int64 { return r.now + r.wait }
 
-func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config, op string, n int64, arg3 int64) (reply, error) {
+func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config, o op, n int64, arg3 int64) (reply, error) {
 	if err := redlimit.ValidateName(key.Name); err != nil {
 		return reply{}, err
 	}
@@ -456,9 +456,9 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 			return reply{}, err
 		}
 	}
-	c := call{op: op, n: n, arg: arg3}
+	c := call{op: o, n: n, arg: arg3}
 	s.calls.Add(1)
-	if op == "acquire" && n == 1 {
+	if o == opAcquire && n == 1 {
 		if retry, now, cfg, ok := s.cachedRefusal(key, arg3); ok {
 			return reply{code: 0, value: 0, wait: retry.Milliseconds(), now: now.UnixMilli(), cfg: cfg}, nil
 		}
@@ -477,9 +477,9 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 		}
 		out = rs[0]
 	}
-	if op == "acquire" {
+	if o == opAcquire {
 		s.noteAcquire(key, sent, gen, n, out)
-	} else if op != "available" {
+	} else if o != opAvailable {
 		s.forget(key) // a release or cancel may free permits
 	}
 	if out.code == -2 {
@@ -497,7 +497,7 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 	if maxWait >= 0 {
 		wait = maxWait.Milliseconds()
 	}
-	r, err := s.run(ctx, key, known, "acquire", n, wait)
+	r, err := s.run(ctx, key, known, opAcquire, n, wait)
 	if err != nil {
 		return redlimit.Decision{}, err
 	}
@@ -513,7 +513,7 @@ func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Con
 	if n <= 0 {
 		return 0, redlimit.ValidatePermits(n)
 	}
-	r, err := s.run(ctx, key, known, "cancel", n, at.UnixMilli())
+	r, err := s.run(ctx, key, known, opCancel, n, at.UnixMilli())
 	return r.value, err
 }
 
@@ -522,13 +522,13 @@ func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Co
 	if n <= 0 {
 		return 0, redlimit.ValidatePermits(n)
 	}
-	r, err := s.run(ctx, key, known, "release", n, 0)
+	r, err := s.run(ctx, key, known, opRelease, n, 0)
 	return r.value, err
 }
 
 // Available implements redlimit.Store.
 func (s *Store) Available(ctx context.Context, key redlimit.Key, known redlimit.Config) (int64, redlimit.Config, error) {
-	r, err := s.run(ctx, key, known, "available", 0, 0)
+	r, err := s.run(ctx, key, known, opAvailable, 0, 0)
 	if err != nil {
 		return 0, redlimit.Config{}, err
 	}

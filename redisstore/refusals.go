@@ -112,8 +112,9 @@ func (s *Store) localNow() time.Time {
 	return time.Now()
 }
 
-// logKey names a client's PerClient log (the Overall log is named by the
-// limiter's name alone, in a map of its own).
+// logKey names a client's log of a limiter: its PerClient refusals and the
+// lanes of clients other than the one a name's lane belongs to (the
+// Overall log is named by the limiter's name alone, in maps of its own).
 func logKey(key redlimit.Key) string { return key.Name + "\x00" + key.Client }
 
 // cachedRefusal answers a call for one permit locally when it can: it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -74,7 +75,7 @@ func (s *Store) runWorks(ctx context.Context, works []*work) []result {
 	c.cmd = append(c.cmd, s.nowArg())
 	writes := false
 	for _, w := range works {
-		c.cmd = append(c.cmd, configArg(w.known), len(w.calls))
+		c.cmd = append(c.cmd, s.knownArg(w.known), len(w.calls))
 		for _, cl := range w.calls {
 			c.cmd = append(c.cmd, opArgs[cl.op], cl.n, cl.arg)
 			writes = writes || cl.op != opAvailable
@@ -288,11 +289,8 @@ func (s *Store) batched(ctx context.Context, key redlimit.Key, known redlimit.Co
 			return o.r, o.err
 		case <-ctx.Done():
 			ln.mu.Lock()
-			for i, q := range ln.waiting {
-				if q == p {
-					ln.waiting = append(ln.waiting[:i], ln.waiting[i+1:]...)
-					break
-				}
+			if i := slices.Index(ln.waiting, p); i >= 0 {
+				ln.waiting = slices.Delete(ln.waiting, i, i+1)
 			}
 			ln.mu.Unlock()
 			// If the call had already been sent, Redis may still carry it
@@ -334,7 +332,7 @@ func (s *Store) next(ln *lane, key redlimit.Key) {
 			if w.known.Rate == 0 {
 				w.known = p.known
 			}
-			deadline = patient(deadline, p.deadline, i == 0)
+			deadline = patient(deadline, p.deadline)
 		}
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		rs, err := s.send(ctx, w, deadline)
@@ -371,11 +369,11 @@ const runPatience = 5 * time.Second
 
 // patient folds a caller's deadline d (zero: none) into a shared run's,
 // so that the run lasts as long as its most patient caller.
-func patient(run, d time.Time, first bool) time.Time {
+func patient(run, d time.Time) time.Time {
 	if d.IsZero() {
 		d = time.Now().Add(runPatience)
 	}
-	if first || d.After(run) {
+	if run.IsZero() || d.After(run) {
 		return d
 	}
 	return run
@@ -434,11 +432,8 @@ func (s *Store) send(ctx context.Context, w *work, deadline time.Time) ([]reply,
 		return r.rs, r.err
 	case <-ctx.Done():
 		g.mu.Lock()
-		for i, o := range g.waiting {
-			if o == q {
-				g.waiting = append(g.waiting[:i], g.waiting[i+1:]...)
-				break
-			}
+		if i := slices.Index(g.waiting, q); i >= 0 {
+			g.waiting = slices.Delete(g.waiting, i, i+1)
 		}
 		g.mu.Unlock()
 		return nil, wrap(ctx.Err())
@@ -465,7 +460,7 @@ func (s *Store) nextRun(g *group) {
 		var deadline time.Time
 		for i, q := range batch {
 			works[i] = q.w
-			deadline = patient(deadline, q.deadline, i == 0)
+			deadline = patient(deadline, q.deadline)
 		}
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		rs := s.runWorks(ctx, works)

@@ -91,6 +91,7 @@ type Store struct {
 	refusalTTL time.Duration
 	calls      counter
 	runs       counter
+	lastArg    atomic.Pointer[encodedConfig] // see knownArg
 	// functionsOff: until then (unix ns) limiter.lua runs as a script: this
 	// Redis could not run it as a function (before 7.0, an ACL without FCALL
 	// or FUNCTION LOAD, a proxy that does not pass them). Tried again later.
@@ -384,6 +385,23 @@ func configArg(cfg redlimit.Config) string {
 		b = strconv.AppendInt(b, v, 10)
 	}
 	return string(b)
+}
+
+// encodedConfig is a config and its configArg.
+type encodedConfig struct {
+	cfg redlimit.Config
+	arg any
+}
+
+// knownArg is configArg(cfg) as a script argument, kept for the config
+// encoded last: callers of one limiter send the same config on every call.
+func (s *Store) knownArg(cfg redlimit.Config) any {
+	if e := s.lastArg.Load(); e != nil && e.cfg.Equal(&cfg) {
+		return e.arg
+	}
+	e := &encodedConfig{cfg: cfg, arg: configArg(cfg)}
+	s.lastArg.Store(e)
+	return e.arg
 }
 
 // SetConfig implements redlimit.Store.

@@ -121,14 +121,14 @@ func (l *Limiter) knownConfig() Config {
 }
 
 // remember keeps c as the known config; the hot path only compares.
-func (l *Limiter) remember(c Config) {
+func (l *Limiter) remember(c *Config) {
 	if c.Rate <= 0 {
 		return
 	}
-	if p := l.known.Load(); p != nil && p.Equal(&c) {
+	if p := l.known.Load(); p != nil && p.Equal(c) {
 		return
 	}
-	kept := c // only a change allocates
+	kept := *c // only a change allocates
 	l.known.Store(&kept)
 }
 
@@ -145,7 +145,7 @@ func (l *Limiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	l.remember(stored)
+	l.remember(&stored)
 	if !set && !stored.SameLimit(c) {
 		return false, &MismatchError{Stored: stored, Requested: c}
 	}
@@ -178,7 +178,7 @@ func (l *Limiter) SetRate(ctx context.Context, cfg Config, opts ...SetOption) er
 	if err != nil {
 		return err
 	}
-	l.remember(stored)
+	l.remember(&stored)
 	return nil
 }
 
@@ -188,7 +188,7 @@ func (l *Limiter) Config(ctx context.Context) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	l.remember(c)
+	l.remember(&c)
 	return c, nil
 }
 
@@ -240,11 +240,10 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 	if err != nil {
 		return l.degraded(ctx, n, maxWait, err)
 	}
-	if p := l.known.Load(); p == nil || !p.Equal(&d.Config) {
-		l.remember(d.Config)
-	}
-	// The answers that need no sleep, as wait gives them, without copying
-	// the Decision into a call: this is the hot path.
+	l.remember(&d.Config)
+	// The answers that need no sleep, as wait gives them, inline: passing
+	// the Decision to a call, or a Result back from one, costs 8-15 ns here
+	// (BenchmarkTryAcquire in memstore), a tenth of the whole call.
 	if !d.Granted {
 		return Result{Remaining: d.Remaining, RetryAfter: d.Wait}, nil
 	}
@@ -296,7 +295,7 @@ func (l *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	l.remember(cfg)
+	l.remember(&cfg)
 	return n, nil
 }
 

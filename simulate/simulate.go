@@ -68,7 +68,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Traffic == "" {
 		o.Traffic = Steady
 	}
-	if _, err := ParseTraffic(string(o.Traffic)); err != nil {
+	var err error
+	if o.Traffic, err = ParseTraffic(string(o.Traffic)); err != nil {
 		return o, err
 	}
 	if o.Rate == 0 {

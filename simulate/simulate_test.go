@@ -315,6 +315,10 @@ func TestRunErrors(t *testing.T) {
 			t.Errorf("Run(%+v): %v, want %q", tc.opts, err, tc.want)
 		}
 	}
+	// Traffic names are case-blind, as ParseTraffic is.
+	if _, err := simulate.Run(context.Background(), simulate.Options{Traffic: "Steady", Duration: time.Second}); err != nil {
+		t.Errorf("Run(Traffic: Steady): %v", err)
+	}
 	// Only the algorithms asked for run, in the order asked.
 	rep := run(t, simulate.Options{Algorithms: []redlimit.Algorithm{redlimit.LeakyBucket, redlimit.SlidingLog}})
 	if len(rep.Results) != 2 || rep.Results[0].Config.Algorithm != redlimit.LeakyBucket || rep.Results[1].Config.Algorithm != redlimit.SlidingLog {

@@ -454,8 +454,6 @@ func testWaitersFIFO(e *env) {
 		res redlimit.Result
 	}
 	done := make(chan grant, waiters)
-	stop := make(chan struct{})
-	defer close(stop)
 	for i := 0; i < waiters; i++ {
 		l := e.limiter("fifo") // a separate client each
 		go func(i int) {
@@ -466,9 +464,7 @@ func testWaitersFIFO(e *env) {
 			done <- grant{i, r}
 		}(i)
 		// Let waiter i reserve its turn before the next one asks.
-		if !e.clock.WaitForTimers(i+1, stop) {
-			e.t.Fatal("waiter did not start waiting")
-		}
+		e.waitTimers(i + 1)
 	}
 	for i := 0; i < waiters; i++ {
 		e.clock.Advance(time.Second)
@@ -491,11 +487,7 @@ func testCancelledWaiter(e *env) {
 		_, err := l.Acquire(ctx, 2)
 		errc <- err
 	}()
-	stop := make(chan struct{})
-	defer close(stop)
-	if !e.clock.WaitForTimers(1, stop) {
-		e.t.Fatal("waiter did not start waiting")
-	}
+	e.waitTimers(1)
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		e.t.Fatalf("cancelled waiter: %v; want context.Canceled", err)
@@ -523,11 +515,7 @@ func testTryAcquireWait(e *env) {
 		}
 		done <- r
 	}()
-	stop := make(chan struct{})
-	defer close(stop)
-	if !e.clock.WaitForTimers(1, stop) {
-		e.t.Fatal("no wait started")
-	}
+	e.waitTimers(1)
 	e.clock.Advance(10 * time.Second)
 	if r := <-done; !r.Allowed || r.Waited != 10*time.Second {
 		e.t.Fatalf("TryAcquireWait(10s) = %+v", r)

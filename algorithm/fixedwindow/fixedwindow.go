@@ -100,8 +100,7 @@ func (s *State) Release(now int64, lim algorithm.Limit, n int64) int64 {
 
 // Available implements algorithm.State.
 func (s *State) Available(now int64, lim algorithm.Limit) int64 {
-	c := *s
-	c.Windows = append(algorithm.Windows(nil), s.Windows...)
+	c := *s // a view: advancing it re-slices, it never writes s's windows
 	now = c.advance(now, lim)
 	return c.remaining(now, lim)
 }

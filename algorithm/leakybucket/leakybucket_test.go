@@ -221,7 +221,7 @@ func TestFastRateTryAcquire(t *testing.T) {
 			}
 		}
 	}
-	if granted < 990 || granted > 1010 {
-		t.Fatalf("%d granted in 100 ms at 10 per ms; want about 1000", granted)
+	if granted != 1000 {
+		t.Fatalf("%d granted in 100 ms at 10 per ms; want 1000", granted)
 	}
 }

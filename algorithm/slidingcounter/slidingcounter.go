@@ -60,10 +60,8 @@ func (s *State) counts(t int64, lim algorithm.Limit) (w, prev, cur int64) {
 // weighed is ceil(prev * (Interval-e) / Interval): the previous window's
 // share at elapsed e, rounded against the caller.
 func weighed(prev, e, interval int64) int64 {
-	return ceilDiv(prev*(interval-e), interval)
+	return algorithm.CeilDiv(prev*(interval-e), interval)
 }
-
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 func (s *State) remaining(now int64, lim algorithm.Limit) int64 {
 	if s.Tail > now {
@@ -130,8 +128,7 @@ func (s *State) Release(now int64, lim algorithm.Limit, n int64) int64 {
 
 // Available implements algorithm.State.
 func (s *State) Available(now int64, lim algorithm.Limit) int64 {
-	c := *s
-	c.Windows = append(algorithm.Windows(nil), s.Windows...)
+	c := *s // a view: advancing it re-slices, it never writes s's windows
 	now = c.advance(now, lim)
 	return c.remaining(now, lim)
 }

@@ -165,26 +165,9 @@ func (s *State) settle(lim Limit) {
 // Available reports the permits a request could be granted at now, without
 // changing the log.
 func (s *State) Available(now int64, lim Limit) int64 {
-	if now < s.Last {
-		now = s.Last
-	}
-	if s.Expiry != 0 && now >= s.Expiry {
-		return lim.Rate
-	}
-	if t, ok := s.tail(); ok && t > now {
-		return 0
-	}
-	total := s.Total
-	for _, e := range s.Entries {
-		if e.At > now-lim.Interval {
-			break
-		}
-		total -= e.Permits
-	}
-	if r := lim.Rate - total; r > 0 {
-		return r
-	}
-	return 0
+	v := *s // a view, as in Acquire
+	now = v.advance(now, lim)
+	return v.remaining(now, lim)
 }
 
 // Cancel hands back up to n permits of the reservation made for instant at,

@@ -58,6 +58,25 @@ const (
 	SetResetState
 )
 
+var setModeNames = [...]string{SetIfAbsent: "if-absent", SetKeepState: "keep", SetResetState: "reset"}
+
+// String names the mode as the stores' scripts take it: "if-absent",
+// "keep" or "reset".
+func (m SetMode) String() string {
+	if m < 0 || int(m) >= len(setModeNames) {
+		return fmt.Sprintf("SetMode(%d)", int(m))
+	}
+	return setModeNames[m]
+}
+
+// ValidateSetMode checks that m is one of the three modes.
+func ValidateSetMode(m SetMode) error {
+	if m < 0 || int(m) >= len(setModeNames) {
+		return &ArgumentError{Arg: "set mode", Value: fmt.Sprint(int(m)), Reason: "unknown", Kind: ErrInvalidArgument}
+	}
+	return nil
+}
+
 // Key names one log of a limiter: the limiter's name and the client asking.
 // The client ID selects the log of a PerClient limiter and is ignored by an
 // Overall one.

@@ -407,6 +407,9 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	if err != nil {
 		return redlimit.Config{}, false, err
 	}
+	if err := redlimit.ValidateSetMode(how); err != nil {
+		return redlimit.Config{}, false, err
+	}
 	if err := ctx.Err(); err != nil {
 		return redlimit.Config{}, false, err
 	}

@@ -413,11 +413,10 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	if err != nil {
 		return redlimit.Config{}, false, err
 	}
-	hows := map[redlimit.SetMode]string{redlimit.SetIfAbsent: "if-absent", redlimit.SetKeepState: "keep", redlimit.SetResetState: "reset"}
-	h, ok := hows[how]
-	if !ok {
-		return redlimit.Config{}, false, &redlimit.ArgumentError{Arg: "set mode", Value: fmt.Sprint(how), Reason: "unknown", Kind: redlimit.ErrInvalidArgument}
+	if err := redlimit.ValidateSetMode(how); err != nil {
+		return redlimit.Config{}, false, err
 	}
+	h := how.String()
 	s.forgetName(name) // a new config may free permits
 	k := limiterKeys(s.prefix, name)
 	c.Epoch = redlimit.NewEpoch()

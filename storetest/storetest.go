@@ -402,6 +402,10 @@ func testBadInput(e *env) {
 		{"unknown algorithm", func() error { c := good; c.Algorithm = "magic"; return l.SetRate(ctx, c) }, redlimit.ErrInvalidArgument},
 		{"ttl 0", func() error { _, err := l.Expire(ctx, 0); return err }, redlimit.ErrInvalidArgument},
 		{"empty name", func() error { _, err := redlimit.New(e.store, ""); return err }, redlimit.ErrInvalidArgument},
+		{"unknown set mode", func() error {
+			_, _, err := e.store.SetConfig(ctx, "bad", good, redlimit.SetMode(9))
+			return err
+		}, redlimit.ErrInvalidArgument},
 		{"oversize name", func() error { _, err := redlimit.New(e.store, strings.Repeat("n", redlimit.MaxNameLen+1)); return err }, redlimit.ErrInvalidArgument},
 		{"empty client ID", func() error { _, err := redlimit.New(e.store, "x", redlimit.WithClientID("")); return err }, redlimit.ErrInvalidArgument},
 		{"bad known config", func() error {

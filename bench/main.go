@@ -230,7 +230,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			defer srv.stop()
-			e.base, e.own = &redis.Options{Addr: srv.addr}, true
+			e.base, e.own = &redis.Options{Addr: srv.Addr}, true
 			m.RedisServer = srv.version
 		} else {
 			if e.base, err = redis.ParseURL(o.redisURL); err != nil {

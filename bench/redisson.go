@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/redissonseed"
+	"github.com/redlimit/redlimit/redissonstore"
 )
 
 // Redisson's RRateLimiter (up to 3.16.x) as seed 001 quotes it: the
@@ -18,7 +19,7 @@ import (
 // redissonstore's interop tests do, rather than carrying a copy of its own.
 
 // seedFile is the article that quotes Redisson's scripts.
-const seedFile = "001_a9b47b543f19bcec.txt"
+const seedFile = redissonseed.File
 
 // redissonScripts are Redisson's scripts, loaded into Redis.
 type redissonScripts struct {
@@ -28,93 +29,57 @@ type redissonScripts struct {
 
 // findSeeds finds the shared/seeds folder by walking up from dir.
 func findSeeds(dir string) (string, error) {
-	start := dir
-	for {
-		p := filepath.Join(dir, "shared", "seeds")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no shared/seeds folder in %s or any parent: Redisson's script is read from seed %s (run from within the source tree, or leave Redisson out with --systems)", start, seedFile)
-		}
-		dir = parent
+	p, err := redissonseed.Find(dir)
+	if err != nil {
+		return "", fmt.Errorf("%w: run from within the source tree, or leave Redisson out with --systems", err)
 	}
+	return p, nil
 }
-
-// markdownEscape matches the backslashes the article's markdown put before
-// punctuation (KEYS\[1\], EVAL\_BOOLEAN, \-- comments).
-var markdownEscape = regexp.MustCompile(`\\([!-/:-@\[-` + "`" + `{-~])`)
-
-var (
-	// The Java string tryAcquireAsync passes to evalWriteAsync: what
-	// Redisson really sends.
-	javaTryAcquire = regexp.MustCompile(`(?s)command,\s*"(local rate = redis\.call\('hget'.*?)",\s*Arrays\.asList`)
-	// The article's fenced copy, as a fallback.
-	fencedLua = regexp.MustCompile("(?s)```lua\n(.*?)```")
-	// trySetRateAsync's script.
-	javaTrySetRate = regexp.MustCompile(`(?s)EVAL_BOOLEAN, "(redis\.call\('hsetnx'.*?)",\s*Collections\.singletonList`)
-)
 
 // loadRedisson extracts Redisson's scripts from the seed under seedsDir and
 // checks that Redis compiles them (SCRIPT LOAD, which also caches them for
 // EVALSHA).
 func loadRedisson(ctx context.Context, rdb *redis.Client, seedsDir string) (*redissonScripts, error) {
-	path := filepath.Join(seedsDir, seedFile)
-	raw, err := os.ReadFile(path)
+	seed, err := redissonseed.Read(seedsDir)
 	if err != nil {
-		return nil, fmt.Errorf("reading Redisson's script: %w", err)
+		return nil, err
 	}
-	text := markdownEscape.ReplaceAllString(string(raw), "$1")
-	type variant struct{ from, src string }
-	var variants []variant
-	if m := javaTryAcquire.FindStringSubmatch(text); m != nil {
-		variants = append(variants, variant{"the Java string of tryAcquireAsync", m[1]})
-	}
-	for _, m := range fencedLua.FindAllStringSubmatch(text, -1) {
-		variants = append(variants, variant{"the fenced Lua copy", m[1]})
-	}
+	path := filepath.Join(seedsDir, seedFile)
 	out := &redissonScripts{}
 	var tried []string
-	for _, v := range variants {
-		complete := strings.Contains(v.src, "zremrangebyscore") && strings.Contains(v.src, "struct.pack('fI', ARGV[3], ARGV[1])") &&
-			strings.Contains(v.src, "'RateLimiter is not initialized'") && strings.Contains(v.src, "'+inf'")
-		if !complete {
-			tried = append(tried, v.from+": incomplete")
+	for _, v := range seed.TryAcquire {
+		if err := rdb.ScriptLoad(ctx, v.Src).Err(); err != nil {
+			tried = append(tried, fmt.Sprintf("%s: %v", v.From, err))
 			continue
 		}
-		if err := rdb.ScriptLoad(ctx, v.src).Err(); err != nil {
-			tried = append(tried, fmt.Sprintf("%s: %v", v.from, err))
-			continue
-		}
-		out.tryAcquire, out.from = redis.NewScript(v.src), fmt.Sprintf("%s (%s)", seedFile, v.from)
+		out.tryAcquire, out.from = redis.NewScript(v.Src), fmt.Sprintf("%s (%s)", seedFile, v.From)
 		break
 	}
 	if out.tryAcquire == nil {
-		return nil, fmt.Errorf("%s: no complete tryAcquire script that Redis compiles (%s)", path, strings.Join(tried, "; "))
+		return nil, fmt.Errorf("%s: no complete tryAcquire script that Redis compiles (%d complete: %s)", path, len(seed.TryAcquire), strings.Join(tried, "; "))
 	}
-	m := javaTrySetRate.FindStringSubmatch(text)
-	if m == nil || !strings.Contains(m[1], "hsetnx") {
+	if seed.TrySetRate == "" {
 		return nil, fmt.Errorf("%s: trySetRate script not found", path)
 	}
-	if err := rdb.ScriptLoad(ctx, m[1]).Err(); err != nil {
+	if err := rdb.ScriptLoad(ctx, seed.TrySetRate).Err(); err != nil {
 		return nil, fmt.Errorf("%s: trySetRate script: %w", path, err)
 	}
-	out.trySetRate = redis.NewScript(m[1])
+	out.trySetRate = redis.NewScript(seed.TrySetRate)
 	return out, nil
 }
 
 // redissonKeys are the KEYS of tryAcquire for limiter name and client id:
 // getRawName(), getValueName(), getClientValueName(), getPermitsName(),
-// getClientPermitsName() ("{name}:suffix", as Redisson's suffixName writes
-// them for a name without braces).
+// getClientPermitsName(), by redissonstore's copy of Redisson's naming.
 func redissonKeys(name, clientID string) []string {
-	return []string{name, "{" + name + "}:value", "{" + name + "}:value:" + clientID, "{" + name + "}:permits", "{" + name + "}:permits:" + clientID}
+	k := redissonstore.KeysOf(name)
+	return []string{k.Config, k.Value, k.ClientValue(clientID), k.Permits, k.ClientPermits(clientID)}
 }
 
 // redissonOverallKeys are the keys an OVERALL limiter holds.
 func redissonOverallKeys(name string) []string {
-	return []string{name, "{" + name + "}:value", "{" + name + "}:permits"}
+	k := redissonstore.KeysOf(name)
+	return []string{k.Config, k.Value, k.Permits}
 }
 
 // redissonDecision reads tryAcquire's reply: nil when granted, the delay in

@@ -17,7 +17,6 @@ import (
 // loopback port, with no persistence (internal/redistest.Launch).
 type server struct {
 	*redistest.Server
-	addr    string
 	version string // "redis-server --version"
 }
 
@@ -33,7 +32,7 @@ func startServer(ctx context.Context) (*server, error) {
 		return nil, fmt.Errorf("%w (or pass --redis URL)", err)
 	}
 	version, _ := exec.CommandContext(ctx, "redis-server", "--version").Output()
-	return &server{Server: srv, addr: srv.Addr, version: strings.TrimSpace(string(version))}, nil
+	return &server{Server: srv, version: strings.TrimSpace(string(version))}, nil
 }
 
 // stop kills the server, waits for it and removes its directory.

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/redissonseed"
 )
 
 // This file is the "Java side" of the interop tests: Redisson's own scripts,
@@ -34,44 +34,6 @@ var (
 	availableModel    = redis.NewScript(availableModelLua)
 )
 
-// seedsDir finds the shared/seeds folder by walking up from the working
-// directory; the tests fail without it.
-func seedsDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "shared", "seeds")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatalf("no shared/seeds folder above the working directory: the interop tests read Redisson's scripts from seed 001")
-		}
-		dir = parent
-	}
-}
-
-// markdownEscape matches the backslashes the article's markdown put before
-// punctuation (KEYS\[1\], EVAL\_BOOLEAN, \-- comments).
-var markdownEscape = regexp.MustCompile(`\\([!-/:-@\[-` + "`" + `{-~])`)
-
-func unescapeMarkdown(s string) string { return markdownEscape.ReplaceAllString(s, "$1") }
-
-var javaLiteral = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
-
-// joinJavaStrings concatenates the Java string literals of src.
-func joinJavaStrings(src string) string {
-	var b strings.Builder
-	for _, m := range javaLiteral.FindAllStringSubmatch(src, -1) {
-		b.WriteString(m[1])
-	}
-	return b.String()
-}
-
 // seedScripts are Redisson's legacy scripts as quoted by seed 001.
 type seedScripts struct {
 	tryAcquire, trySetRate, setRate string
@@ -80,54 +42,42 @@ type seedScripts struct {
 }
 
 // loadSeedScripts extracts the tryAcquire, trySetRate and setRate scripts
-// from seed 001 and checks that Redis compiles each. For tryAcquire the
+// from seed 001 (found by walking up from the working directory; the tests
+// fail without it) and checks that Redis compiles each. For tryAcquire the
 // article has three variants: the Java string Redisson sends, a fenced Lua
 // block and a commented copy; the first complete one that compiles is used.
 func loadSeedScripts(t testing.TB, rdb *redis.Client) seedScripts {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(seedsDir(t), "001_a9b47b543f19bcec.txt"))
+	wd, err := os.Getwd()
 	if err != nil {
-		t.Fatalf("reading seed 001: %v", err)
+		t.Fatal(err)
 	}
-	text := unescapeMarkdown(string(raw))
+	dir, err := redissonseed.Find(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, err := redissonseed.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	compiles := func(src string) bool { return rdb.ScriptLoad(ctx, src).Err() == nil }
-
-	type variant struct{ from, src string }
-	var variants []variant
-	if m := regexp.MustCompile(`(?s)command,\s*"(local rate = redis\.call\('hget'.*?)",\s*Arrays\.asList`).FindStringSubmatch(text); m != nil {
-		variants = append(variants, variant{"the Java string of tryAcquireAsync", m[1]})
-	}
-	for _, m := range regexp.MustCompile("(?s)```lua\n(.*?)```").FindAllStringSubmatch(text, -1) {
-		variants = append(variants, variant{"a fenced Lua block", m[1]})
-	}
-	if m := regexp.MustCompile(`(?s)加上了注释。\s*\n(.*?)\n###`).FindStringSubmatch(text); m != nil {
-		variants = append(variants, variant{"the commented copy", m[1]})
-	}
-	s := seedScripts{variants: map[string]string{}}
-	for _, v := range variants {
-		complete := strings.Contains(v.src, "zremrangebyscore") && strings.Contains(v.src, "struct.pack('fI', ARGV[3], ARGV[1])") &&
-			strings.Contains(v.src, "'RateLimiter is not initialized'") && strings.Contains(v.src, "'+inf'")
-		if !complete || !compiles(v.src) {
+	s := seedScripts{variants: map[string]string{}, trySetRate: seed.TrySetRate, setRate: seed.SetRate}
+	for _, v := range seed.TryAcquire {
+		if !compiles(v.Src) {
 			continue
 		}
 		if s.tryAcquire == "" {
-			s.tryAcquire, s.tryAcquireFrom = v.src, v.from
+			s.tryAcquire, s.tryAcquireFrom = v.Src, v.From
 		}
-		if _, dup := s.variants[v.from]; !dup {
-			s.variants[v.from] = v.src
+		if _, dup := s.variants[v.From]; !dup {
+			s.variants[v.From] = v.Src
 		}
 	}
 	if s.tryAcquire == "" {
-		t.Fatalf("seed 001: no complete, compiling tryAcquire script among %d variants", len(variants))
+		t.Fatalf("seed 001: no complete, compiling tryAcquire script among %d complete variants", len(seed.TryAcquire))
 	}
-	if m := regexp.MustCompile(`(?s)EVAL_BOOLEAN, "(redis\.call\('hsetnx'.*?)",\s*Collections\.singletonList`).FindStringSubmatch(text); m != nil {
-		s.trySetRate = m[1]
-	}
-	if m := regexp.MustCompile(`(?s)EVAL_BOOLEAN,\s*((?:"(?:[^"\\]|\\.)*"\s*\+?\s*)+),\s*Arrays\.asList\(getName\(\), getValueName\(\), getPermitsName\(\)\)`).FindStringSubmatch(text); m != nil {
-		s.setRate = joinJavaStrings(m[1])
-	}
-	if !strings.Contains(s.trySetRate, "hsetnx") || !compiles(s.trySetRate) {
+	if s.trySetRate == "" || !compiles(s.trySetRate) {
 		t.Fatalf("seed 001: trySetRate script not found or not compiling: %q", s.trySetRate)
 	}
 	if !strings.Contains(s.setRate, "'del', KEYS[2], KEYS[3]") || !compiles(s.setRate) {

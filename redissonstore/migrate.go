@@ -3,10 +3,10 @@ package redissonstore
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/redisstore"
 )
 
@@ -84,7 +84,7 @@ func (s *Store) Migrate(ctx context.Context, name string, native *redisstore.Sto
 	if err != nil {
 		return Migration{}, fmt.Errorf("redissonstore: migrating %q, storing the config: %w", name, err)
 	}
-	rc := &replayClock{}
+	rc := clock.NewFake(time.Time{}) // set to each grant's instant; replays never wait
 	replay, err := redisstore.New(native.Client(), redisstore.WithPrefix(native.Prefix()), redisstore.WithClock(rc))
 	if err != nil {
 		return Migration{}, err
@@ -103,7 +103,7 @@ func (s *Store) Migrate(ctx context.Context, name string, native *redisstore.Sto
 			if g.Expired || g.Err != nil || g.Permits == 0 {
 				continue
 			}
-			rc.set(g.At)
+			rc.Set(g.At)
 			n := min(g.Permits, cfg.Rate)
 			d, err := replay.Acquire(ctx, key, stored, n, 0)
 			if err != nil {
@@ -126,28 +126,4 @@ func (s *Store) Migrate(ctx context.Context, name string, native *redisstore.Sto
 		out.States = append(out.States, ms)
 	}
 	return out, nil
-}
-
-// replayClock reads a time set by hand; Migrate's replays never wait.
-type replayClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *replayClock) set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
-func (c *replayClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *replayClock) NewTimer(time.Duration) (<-chan time.Time, func() bool) {
-	ch := make(chan time.Time, 1)
-	ch <- c.Now()
-	return ch, func() bool { return false }
 }

@@ -349,7 +349,6 @@ func toInt(v any) (int64, bool) {
 type scriptReply struct {
 	code, a, b, c int64
 	cfg           redlimit.Config
-	keepAlive     time.Duration
 }
 
 // run runs one of the state scripts and decodes its reply; codes -1, -3 and
@@ -391,11 +390,11 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, name string, keys []s
 			return scriptReply{}, fmt.Errorf("%w: script reply element %d is %v", redlimit.ErrCorrupt, 1+i, r[1+i])
 		}
 	}
-	cfg, keep, err := decodeConfig(name, r[1+nvals:])
+	cfg, _, err := decodeConfig(name, r[1+nvals:])
 	if err != nil {
 		return scriptReply{}, err
 	}
-	out.cfg, out.keepAlive = cfg, keep
+	out.cfg = cfg
 	return out, nil
 }
 

@@ -128,10 +128,7 @@ func cmdDemo(ctx context.Context, c *cli, cmd *command, args []string) int {
 		}
 		return c.printJSON(cmd, out)
 	}
-	who := fmt.Sprintf("%d callers", *callers)
-	if *callers == 1 {
-		who = "1 caller"
-	}
+	who := plural(int64(*callers), "caller")
 	if *permits != 1 {
 		who += fmt.Sprintf(" of %d permits", *permits)
 	}

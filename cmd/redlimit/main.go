@@ -384,14 +384,14 @@ func (c *cli) openStore(sf *storeFlags) (redlimit.Store, func(), error) {
 	return s, func() { _ = rdb.Close() }, nil
 }
 
-// openLimiter opens the store sf names and the limiter name on it; the
-// returned function closes the store.
+// openLimiter opens the store sf names and the limiter name on it, on the
+// command's clock; the returned function closes the store.
 func (c *cli) openLimiter(sf *storeFlags, name string, opts ...redlimit.Option) (*redlimit.Limiter, func(), error) {
 	store, closeStore, err := c.openStore(sf)
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := redlimit.New(store, name, opts...)
+	l, err := redlimit.New(store, name, append([]redlimit.Option{redlimit.WithClock(c.clock())}, opts...)...)
 	if err != nil {
 		closeStore()
 		return nil, nil, err
@@ -464,12 +464,10 @@ func (cf *configFlags) resolveInterval() (bool, error) {
 	return true, nil
 }
 
-// config returns the config the flags describe, checked: the library's
-// typed errors say when --burst or --capacity do not fit the algorithm.
+// config returns the config the flags describe (after resolveInterval),
+// checked: the library's typed errors say when --burst or --capacity do not
+// fit the algorithm.
 func (cf *configFlags) config() (redlimit.Config, error) {
-	if _, err := cf.resolveInterval(); err != nil {
-		return redlimit.Config{}, err
-	}
 	alg, err := redlimit.ParseAlgorithm(cf.algorithm)
 	if err != nil {
 		return redlimit.Config{}, err
@@ -574,7 +572,7 @@ func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if err != nil {
 		return c.fail(cmd, err)
 	}
-	l, closeStore, err := c.openLimiter(&sf, name, redlimit.WithClock(c.clock()))
+	l, closeStore, err := c.openLimiter(&sf, name)
 	if err != nil {
 		return c.fail(cmd, err)
 	}
@@ -644,7 +642,7 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if !ok {
 		return exitError
 	}
-	opts := []redlimit.Option{redlimit.WithClock(c.clock())}
+	var opts []redlimit.Option
 	set := given(fs)
 	withConfig := false
 	for _, f := range configFlagNames {
@@ -743,7 +741,7 @@ func cmdGet(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if len(rf.clients) > 1 {
 		return c.errorf(cmd, "one --client at a time (several only with --redisson)")
 	}
-	opts := []redlimit.Option{redlimit.WithClock(c.clock())}
+	var opts []redlimit.Option
 	if len(rf.clients) == 1 {
 		opts = append(opts, redlimit.WithClientID(rf.clients[0]))
 	}
@@ -782,7 +780,7 @@ func cmdDelete(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if !ok {
 		return exitError
 	}
-	l, closeStore, err := c.openLimiter(&sf, name, redlimit.WithClock(c.clock()))
+	l, closeStore, err := c.openLimiter(&sf, name)
 	if err != nil {
 		return c.fail(cmd, err)
 	}

@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,9 +29,12 @@ func StartSentinel(t testing.TB, replicas, sentinels int) *Sentinel {
 	bin := Binary(t)
 	s := &Sentinel{Master: "redlimit-test"}
 	s.Primary = Start(t)
+	host, pport, err := net.SplitHostPort(s.Primary.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < replicas; i++ {
-		host, port := splitAddr(t, s.Primary.Addr)
-		s.Replicas = append(s.Replicas, Start(t, "--replicaof", host, port))
+		s.Replicas = append(s.Replicas, Start(t, "--replicaof", host, pport))
 	}
 	quorum := sentinels/2 + 1
 	for i := 0; i < sentinels; i++ {
@@ -40,7 +44,6 @@ func StartSentinel(t testing.TB, replicas, sentinels int) *Sentinel {
 			t.Fatal(err)
 		}
 		conf := filepath.Join(dir, "sentinel.conf")
-		host, pport := splitAddr(t, s.Primary.Addr)
 		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s %s %s %d\n"+
 			"sentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\nsentinel parallel-syncs %s 1\n",
 			port, dir, s.Master, host, pport, quorum, s.Master, s.Master, s.Master)
@@ -99,15 +102,4 @@ func (s *Sentinel) Client(t testing.TB) *redis.Client {
 		t.Fatalf("failover client ping: %v", err)
 	}
 	return c
-}
-
-func splitAddr(t testing.TB, addr string) (string, string) {
-	t.Helper()
-	for i := len(addr) - 1; i >= 0; i-- {
-		if addr[i] == ':' {
-			return addr[:i], addr[i+1:]
-		}
-	}
-	t.Fatalf("bad address %q", addr)
-	return "", ""
 }

@@ -19,20 +19,20 @@ func (s *Store) census() (names, logs int) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, m := range []map[string]*limiter{sh.readMap(), sh.dirty} {
-			for _, l := range m {
-				if l.dead.Load() {
-					continue
-				}
-				names++
-				l.mu.Lock()
-				if l.overall.State != nil {
-					logs++
-				}
-				logs += len(l.clients)
-				l.mu.Unlock()
+		sh.m.Range(func(_, v any) bool {
+			l := v.(*limiter)
+			if l.dead.Load() {
+				return true
 			}
-		}
+			names++
+			l.mu.Lock()
+			if l.overall.State != nil {
+				logs++
+			}
+			logs += len(l.clients)
+			l.mu.Unlock()
+			return true
+		})
 		sh.mu.Unlock()
 	}
 	return names, logs

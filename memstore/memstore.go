@@ -6,7 +6,8 @@
 //
 // # Memory
 //
-// Limiters live in a map split into shards, each under its own lock, so that
+// Limiters live in a sync.Map split into shards, each with its own lock for
+// inserts and sweeps and a one-name cache in front, so that
 // calls on different names scale with GOMAXPROCS. State is dropped once it is
 // forgotten (algorithm.State.Forgotten: it can no longer change an answer),
 // as Redis drops a log by its key's TTL, and a name with neither config nor
@@ -20,7 +21,7 @@
 // Delete and Expire would answer differently without them. They are kept
 // compact instead: an idle limiter is its name, a small entry and a pointer
 // to its config, which equal configs share: at a million per-user token
-// buckets, about 180 bytes each with state, 150 once idle
+// buckets, about 250 bytes each with state, 220 once idle
 // (BenchmarkMillionKeys).
 package memstore
 
@@ -65,26 +66,20 @@ type Store struct {
 
 var _ redlimit.Store = (*Store)(nil)
 
-// shard is one part of the names. Lookups read an immutable map without a
-// lock (a lock's atomic writes cost more than the rest of a lookup); names
-// added since it was made wait in dirty, under mu, until it is rebuilt.
+// shard is one part of the names: a sync.Map (lookups take no lock) and
+// a one-name cache in front of it.
 type shard struct {
-	read atomic.Pointer[map[string]*limiter]
-	mu   sync.Mutex
-	// dirty holds the names added since read was made; misses counts the
-	// lookups that locked mu since then. read is rebuilt (dirty merged in,
-	// dead limiters left out) when misses reach its size: the copy costs
-	// O(1) per miss.
-	dirty  map[string]*limiter
-	misses int
+	m sync.Map // name -> *limiter
+	// mu serializes the inserts and sweeps; n counts the names in m, and
 	// next is the size at which an insert sweeps the shard; swept is the
 	// store time (ms) of the last sweep.
+	mu    sync.Mutex
+	n     int
 	next  int
 	swept atomic.Int64
 	// hot is a name of the shard and its limiter, found without a map
 	// lookup; set when empty, so the hot path never writes it.
 	hot atomic.Pointer[hot]
-	_   [64 - 8 - 8 - 8 - 8 - 8 - 8 - 8]byte // a cache line each
 }
 
 // hot is a shard's cached name and its limiter (dead once it left).
@@ -189,8 +184,8 @@ func (s *Store) open(sh *shard, name string, create bool) *limiter {
 	var l *limiter
 	if h := sh.hot.Load(); h != nil && h.name == name {
 		l = h.l
-	} else if m := sh.read.Load(); m != nil {
-		if l = (*m)[name]; l != nil && h == nil {
+	} else if v, ok := sh.m.Load(name); ok {
+		if l = v.(*limiter); h == nil {
 			sh.hot.Store(&hot{name: name, l: l})
 		}
 	}
@@ -209,71 +204,33 @@ func (s *Store) open(sh *shard, name string, create bool) *limiter {
 }
 
 // find is open's slow path, under sh.mu: a name that is not (or no longer
-// alive) in read. An insert that doubles the shard since its last sweep
-// sweeps it.
+// alive) in the shard. An insert that doubles the shard since its last
+// sweep sweeps it.
 func (s *Store) find(sh *shard, name string, create bool) *limiter {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	read := sh.readMap()
-	l := sh.dirty[name]
-	if l == nil {
-		if l = read[name]; l != nil && l.dead.Load() {
-			l = nil
-		}
+	var l *limiter
+	if v, ok := sh.m.Load(name); ok && !v.(*limiter).dead.Load() {
+		l = v.(*limiter)
 	}
 	if l == nil {
 		if !create {
 			return nil
 		}
-		if len(read)+len(sh.dirty) >= max(sh.next, minSweepSize) {
+		if sh.n >= max(sh.next, minSweepSize) {
 			now := s.nowMS()
 			sh.swept.Store(now)
-			sh.sweep(now) // rebuilds read
-			read = sh.readMap()
-		}
-		if sh.dirty == nil {
-			sh.dirty = make(map[string]*limiter)
+			sh.sweep(now)
 		}
 		l = new(limiter)
-		sh.dirty[name] = l
+		if _, had := sh.m.Swap(name, l); !had {
+			sh.n++ // a dead limiter replaced was counted already
+		}
 	}
 	if h := sh.hot.Load(); h == nil || h.l != l && h.name == name {
 		sh.hot.Store(&hot{name: name, l: l})
 	}
-	if sh.misses++; sh.misses >= len(read) {
-		sh.rebuild()
-	}
 	return l
-}
-
-// readMap is the map read points to (nil while empty).
-func (sh *shard) readMap() map[string]*limiter {
-	if m := sh.read.Load(); m != nil {
-		return *m
-	}
-	return nil
-}
-
-// rebuild makes a new read of the live limiters of read and dirty. sh.mu is
-// held.
-func (sh *shard) rebuild() {
-	read := sh.readMap()
-	m := make(map[string]*limiter, len(read)+len(sh.dirty))
-	for name, l := range read {
-		if !l.dead.Load() {
-			m[name] = l
-		}
-	}
-	for name, l := range sh.dirty {
-		if !l.dead.Load() {
-			m[name] = l
-		}
-	}
-	sh.read.Store(&m)
-	sh.dirty, sh.misses = nil, 0
-	if h := sh.hot.Load(); h != nil && h.l.dead.Load() {
-		sh.hot.Store(nil)
-	}
 }
 
 // done unlocks l after a call at now, and sweeps sh if it is due.
@@ -294,37 +251,39 @@ func (sh *shard) due(now int64) {
 }
 
 // sweep drops the forgotten state of the shard's limiters, and the limiters
-// left with neither config nor state, then rebuilds read. sh.mu is held; a
-// limiter that is busy is left for the next sweep.
+// left with neither config nor state. sh.mu is held; a limiter that is busy
+// is left for the next sweep.
 func (sh *shard) sweep(now int64) {
-	visit := func(l *limiter) {
-		if l.dead.Load() || !l.mu.TryLock() {
-			return
+	sh.m.Range(func(k, v any) bool {
+		l := v.(*limiter)
+		if !l.dead.Load() && l.mu.TryLock() {
+			l.expireConfig(now)
+			l.forget(now)
+			if l.empty() {
+				l.dead.Store(true)
+			}
+			l.mu.Unlock()
 		}
-		l.expireConfig(now)
-		l.forget(now)
-		if l.empty() {
-			l.dead.Store(true)
+		if l.dead.Load() && sh.m.CompareAndDelete(k, l) {
+			sh.n--
 		}
-		l.mu.Unlock()
+		return true
+	})
+	if h := sh.hot.Load(); h != nil && h.l.dead.Load() {
+		sh.hot.Store(nil)
 	}
-	for _, l := range sh.readMap() {
-		visit(l)
-	}
-	for _, l := range sh.dirty {
-		visit(l)
-	}
-	sh.rebuild()
-	sh.next = 2 * len(sh.readMap())
+	sh.next = 2 * sh.n
 }
 
-// drop takes l, locked and empty, out of the store. It stays in read, dead,
-// until read is rebuilt.
+// drop takes l, locked and empty, out of the store.
 func (sh *shard) drop(name string, l *limiter) {
 	l.dead.Store(true)
 	sh.mu.Lock()
-	if sh.dirty[name] == l {
-		delete(sh.dirty, name)
+	if sh.m.CompareAndDelete(name, l) {
+		sh.n--
+	}
+	if h := sh.hot.Load(); h != nil && h.l == l {
+		sh.hot.Store(nil)
 	}
 	sh.mu.Unlock()
 }

@@ -205,46 +205,48 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-// TestOpenLoop: a stall of the system shows in every call due during it
-// when the loop is open (timed from the schedule), in one call when closed
-// (timed from the call); the load generator's own lateness (a sleep woken
-// late) does not count.
+// TestOpenLoop: on a virtual timeline, a 60 ms stall of the system shows in
+// every call due during it when latency is taken from the schedule (open
+// loop), in one call when taken from the call (closed); the load
+// generator's own lateness (a sleep woken up to a millisecond late) does not
+// count.
 func TestOpenLoop(t *testing.T) {
-	const stall = 60 * time.Millisecond
-	count := func(open bool) (slow, all uint64, p50 float64) {
-		var began time.Time
-		stalled := false
-		tg := &target{n: 1, call: func(context.Context, int) (bool, error) {
-			if began.IsZero() {
-				began = time.Now()
-			}
-			if !stalled && time.Since(began) > 50*time.Millisecond {
-				stalled = true
-				time.Sleep(stall)
-			}
-			return true, nil
-		}}
-		// One caller at 2,000 calls/s: a call every 500 µs, a sleep before
-		// each (often woken up to a millisecond late).
-		ld, err := runLoad(context.Background(), tg, 1, 2000, open, 0, 300*time.Millisecond, 1, func() snapshot { return snapshot{} })
-		if err != nil {
-			t.Fatal(err)
+	const every, stall, fast = 500 * time.Microsecond, 60 * time.Millisecond, 20 * time.Microsecond
+	base := time.Unix(1_700_000_000, 0)
+	var open, closed []time.Duration
+	var queueEnd, prevEnd time.Time
+	for k := 0; k < 600; k++ {
+		sched := base.Add(time.Duration(k) * every)
+		late := time.Duration(k%7) * 150 * time.Microsecond // up to 0.9 ms late
+		t0 := later(sched.Add(late), prevEnd)               // one caller: after the call before
+		d := fast
+		if k == 100 {
+			d = stall
 		}
-		for i, c := range ld.hist.counts {
-			if bucketMid(i) >= float64(10*time.Millisecond) {
-				slow += c
+		t1 := t0.Add(d)
+		lat, raw, lag, end := openTimes(sched, t0, t1, queueEnd)
+		if raw != t1.Sub(sched) || lag != t0.Sub(sched) {
+			t.Fatalf("call %d: raw %v lag %v", k, raw, lag)
+		}
+		open, closed, queueEnd, prevEnd = append(open, lat), append(closed, d), end, t1
+	}
+	slow := func(ds []time.Duration) (n int) {
+		for _, d := range ds {
+			if d >= 10*time.Millisecond {
+				n++
 			}
 		}
-		t.Logf("open %v: %d of %d calls took 10 ms or more; p50 %s, p99 %s; uncorrected p99 %s, timer lateness p99 %s", open, slow, ld.hist.n,
-			dur(ld.hist.quantile(0.5)), dur(ld.hist.quantile(0.99)), dur(ld.rawHist.quantile(0.99)), dur(ld.lagHist.quantile(0.99)))
-		return slow, ld.hist.n, ld.hist.quantile(0.5)
+		return n
 	}
-	// Open: the calls due in the stall's first 50 ms waited 10 ms or more
-	// (100 calls; fewer on a loaded machine, where the stall starts late).
-	if slow, all, p50 := count(true); slow < 40 || p50 > float64(2*time.Millisecond) {
-		t.Errorf("open loop: %d of %d calls took 10 ms or more, p50 %v ns; want the stall in about 100 and a short median", slow, all, p50)
+	// The calls due in the stall's first 50 ms (100 of them) waited 10 ms or
+	// more; lateness alone made none of the others slow.
+	if n := slow(open); n < 100 || n > 125 {
+		t.Errorf("open loop: %d calls took 10 ms or more; want the 100 due in the stall's first 50 ms and no more than its tail", n)
 	}
-	if slow, all, _ := count(false); slow > 2 {
-		t.Errorf("paced, closed: %d of %d calls took 10 ms or more, want the stall in 1", slow, all)
+	if n := slow(closed); n != 1 {
+		t.Errorf("closed loop: %d calls took 10 ms or more, want the stall in 1", n)
+	}
+	if lat := open[50]; lat != fast {
+		t.Errorf("a call before the stall: %v from its schedule, want %v (the timer's lateness is not counted)", lat, fast)
 	}
 }

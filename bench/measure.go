@@ -122,6 +122,16 @@ const (
 // timer this is exactly the latency from the scheduled start. The
 // uncorrected figure and the timer's lateness are kept too (load.rawHist,
 // load.lagHist). Open requires timeEvery 1.
+// openTimes accounts one call of an open loop, scheduled at sched, started
+// at t0 and ended at t1, after a queue of this caller's calls that ended at
+// queueEnd: its latency (its end in the queue the schedule makes, less
+// sched), the uncorrected one (t1 less sched), the timer's lateness (t0 less
+// sched), and the queue's new end.
+func openTimes(sched, t0, t1, queueEnd time.Time) (lat, raw, lag time.Duration, end time.Time) {
+	end = later(sched, queueEnd).Add(t1.Sub(t0))
+	return end.Sub(sched), t1.Sub(sched), t0.Sub(sched), end
+}
+
 func runLoad(ctx context.Context, t *target, callers int, pace float64, open bool, warmup, dur time.Duration, timeEvery int, snap func() snapshot) (load, error) {
 	if open && (pace <= 0 || timeEvery != 1) {
 		return load{}, errors.New("an open loop is paced and times every call")
@@ -171,9 +181,7 @@ func runLoad(ctx context.Context, t *target, callers int, pace float64, open boo
 					t1 := time.Now()
 					d = t1.Sub(t0)
 					if open {
-						raw, lag = t1.Sub(sched), t0.Sub(sched)
-						queueEnd = later(sched, queueEnd).Add(d)
-						d = queueEnd.Sub(sched)
+						d, raw, lag, queueEnd = openTimes(sched, t0, t1, queueEnd)
 					}
 				}
 				if phase.Load() == measuring {

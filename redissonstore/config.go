@@ -46,31 +46,15 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	if s.clientID != "" {
 		hasClient = "1"
 	}
-	args := []any{s.layout.String(), h, c.Rate, c.Interval.Milliseconds(), typeArg(c.Mode), s.keepAlive.Milliseconds(), s.nowMillis(), hasClient}
-	raw, err := setRateScript.Run(ctx, s.rdb, scriptKeys(name, s.clientID), args...).Result()
-	if err != nil {
-		return redlimit.Config{}, false, wrap(err)
+	args := []any{h, c.Rate, c.Interval.Milliseconds(), typeArg(c.Mode), s.keepAlive.Milliseconds(), s.nowMillis(), hasClient}
+	r, err := s.run(ctx, setRateScript, name, scriptKeys(name, s.clientID), args, 0)
+	if r.code == -5 {
+		return redlimit.Config{}, false, fmt.Errorf("config written, state kept as it was: %w", err)
 	}
-	r, ok := raw.([]any)
-	if !ok || len(r) < 2 {
-		return redlimit.Config{}, false, fmt.Errorf("%w: unexpected script reply %T", redlimit.ErrCorrupt, raw)
-	}
-	code, ok := toInt(r[0])
-	if !ok {
-		return redlimit.Config{}, false, fmt.Errorf("%w: script reply code %v", redlimit.ErrCorrupt, r[0])
-	}
-	if code == -5 {
-		detail, _ := r[1].(string)
-		return redlimit.Config{}, false, fmt.Errorf("config written, state kept as it was: %w", s.unreadable(name, detail))
-	}
-	if len(r) != 5 {
-		return redlimit.Config{}, false, fmt.Errorf("%w: script reply has %d elements, want 5", redlimit.ErrCorrupt, len(r))
-	}
-	stored, _, err := decodeConfig(name, r[1:])
 	if err != nil {
 		return redlimit.Config{}, false, err
 	}
-	return stored, code == 1, nil
+	return r.cfg, r.code == 1, nil
 }
 
 // Config implements redlimit.Store: Redisson's getConfig, read from the hash.

@@ -351,8 +351,9 @@ type scriptReply struct {
 	cfg           redlimit.Config
 }
 
-// run runs one of the state scripts and decodes its reply; codes -1, -3 and
-// -5 become errors here, -2 and -4 are left to the caller.
+// run runs one of the scripts and decodes its reply; codes -1, -3 and -5
+// become errors here (-5 with its code, for SetConfig's wording), -2 and -4
+// are left to the caller.
 func (s *Store) run(ctx context.Context, sc *redis.Script, name string, keys []string, args []any, nvals int) (scriptReply, error) {
 	raw, err := sc.Run(ctx, s.rdb, keys, append([]any{s.layout.String()}, args...)...).Result()
 	if err != nil {
@@ -378,7 +379,7 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, name string, keys []s
 		if len(r) > 1 {
 			detail, _ = r[1].(string)
 		}
-		return scriptReply{}, s.unreadable(name, detail)
+		return scriptReply{code: code}, s.unreadable(name, detail)
 	}
 	if len(r) != nvals+5 {
 		return scriptReply{}, fmt.Errorf("%w: script reply has %d elements, want %d", redlimit.ErrCorrupt, len(r), nvals+5)

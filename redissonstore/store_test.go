@@ -450,8 +450,14 @@ func TestOtherGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.javaAcquire(Legacy, "gen", 1)
+	// A SetRate that keeps the state writes the config and leaves the state
+	// it cannot read as it was, and says so.
+	err := e.limiter(e.store(WithLayout(Current)), "gen").SetRate(e.ctx, redlimit.PerInterval(5, 10*time.Second))
+	if !errors.Is(err, redlimit.ErrCorrupt) || !strings.Contains(err.Error(), "config written, state kept as it was") {
+		t.Fatalf("current store's SetRate on legacy data: %v", err)
+	}
 	e.clk.Advance(11 * time.Second)
-	_, err := e.limiter(e.store(WithLayout(Current)), "gen").TryAcquire(e.ctx, 1)
+	_, err = e.limiter(e.store(WithLayout(Current)), "gen").TryAcquire(e.ctx, 1)
 	if !errors.Is(err, redlimit.ErrCorrupt) || !strings.Contains(err.Error(), "encoded fI, not Bc0I") {
 		t.Fatalf("current store on legacy data: %v", err)
 	}

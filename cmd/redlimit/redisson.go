@@ -69,7 +69,7 @@ func getRedisson(ctx context.Context, c *cli, cmd *command, sf *storeFlags, rf *
 		return c.fail(cmd, err)
 	}
 	if sf.json {
-		return c.printJSON(cmd, in)
+		return c.printJSON(cmd, inspectionToJSON(in))
 	}
 	fmt.Fprint(c.stdout, in.String())
 	return exitOK
@@ -97,8 +97,112 @@ func cmdMigrate(ctx context.Context, c *cli, cmd *command, args []string) int {
 		return c.fail(cmd, err)
 	}
 	if sf.json {
-		return c.printJSON(cmd, m)
+		return c.printJSON(cmd, migrationToJSON(name, &m))
 	}
-	fmt.Fprintf(c.stdout, "migrated %q: %+v\n", name, m)
+	fmt.Fprintf(c.stdout, "migrated %q: %s\n", name, m.Config)
+	for _, st := range m.States {
+		who := "Overall"
+		if st.Client != "" {
+			who = fmt.Sprintf("client %q", st.Client)
+		}
+		fmt.Fprintf(c.stdout, "  %s: %s replayed, %s carried", who, plural(int64(st.Grants), "grant"), plural(st.Carried, "permit"))
+		if st.Dropped > 0 {
+			fmt.Fprintf(c.stdout, ", %s dropped (more than the rate in one window)", plural(st.Dropped, "permit"))
+		}
+		fmt.Fprintln(c.stdout)
+	}
 	return exitOK
+}
+
+// inspectionJSON is "get --redisson --json": an Inspection in the command's
+// JSON style (snake_case, times and TTLs in ms, errors as text).
+type inspectionJSON struct {
+	Name        string      `json:"name"`
+	Layout      string      `json:"layout"`
+	NowMS       int64       `json:"now_ms"`
+	Initialized bool        `json:"initialized"`
+	Config      *configJSON `json:"config,omitempty"`
+	ConfigError string      `json:"config_error,omitempty"`
+	ConfigKey   string      `json:"config_key"`
+	// The hash's raw fields ("" when missing) and its TTL (-1: none, -2: no key).
+	Rate          string              `json:"rate"`
+	Interval      string              `json:"interval"`
+	Type          string              `json:"type"`
+	KeepAliveTime string              `json:"keep_alive_time"`
+	ConfigTTLMS   int64               `json:"config_ttl_ms"`
+	States        []redissonStateJSON `json:"states"`
+}
+
+type redissonStateJSON struct {
+	Client       string              `json:"client,omitempty"`
+	ValueKey     string              `json:"value_key"`
+	PermitsKey   string              `json:"permits_key"`
+	Value        *int64              `json:"value,omitempty"` // absent: no counter
+	Left         int64               `json:"left"`
+	InUse        int64               `json:"in_use"`
+	ValueTTLMS   int64               `json:"value_ttl_ms"`
+	PermitsTTLMS int64               `json:"permits_ttl_ms"`
+	Grants       []redissonGrantJSON `json:"grants"`
+}
+
+type redissonGrantJSON struct {
+	AtMS     int64  `json:"at_ms"`
+	Permits  int64  `json:"permits"`
+	Encoding string `json:"encoding,omitempty"`
+	Expired  bool   `json:"expired"`
+	Error    string `json:"error,omitempty"`
+}
+
+func inspectionToJSON(in *redissonstore.Inspection) inspectionJSON {
+	out := inspectionJSON{Name: in.Name, Layout: in.Layout.String(), NowMS: in.Now.UnixMilli(), Initialized: in.Initialized,
+		ConfigKey: in.Keys.Config, Rate: in.Rate, Interval: in.Interval, Type: in.Type, KeepAliveTime: in.KeepAliveTime,
+		ConfigTTLMS: in.ConfigTTL.Milliseconds(), States: []redissonStateJSON{}}
+	if in.ConfigErr != nil {
+		out.ConfigError = in.ConfigErr.Error()
+	} else if in.Initialized {
+		cfg := toJSON(in.Config)
+		out.Config = &cfg
+	}
+	for _, st := range in.States {
+		sj := redissonStateJSON{Client: st.Client, ValueKey: st.ValueKey, PermitsKey: st.PermitsKey, Left: st.Left, InUse: st.InUse,
+			ValueTTLMS: st.ValueTTL.Milliseconds(), PermitsTTLMS: st.PermitsTTL.Milliseconds(), Grants: []redissonGrantJSON{}}
+		if st.HasValue {
+			v := st.Value
+			sj.Value = &v
+		}
+		for _, g := range st.Grants {
+			gj := redissonGrantJSON{AtMS: g.At.UnixMilli(), Permits: g.Permits, Expired: g.Expired}
+			if g.Err != nil {
+				gj.Error = g.Err.Error()
+			} else {
+				gj.Encoding = string(g.Encoding)
+			}
+			sj.Grants = append(sj.Grants, gj)
+		}
+		out.States = append(out.States, sj)
+	}
+	return out
+}
+
+// migrationJSON is "migrate --json".
+type migrationJSON struct {
+	Name   string              `json:"name"`
+	Config configJSON          `json:"config"`
+	AtMS   int64               `json:"at_ms"`
+	States []migratedStateJSON `json:"states"`
+}
+
+type migratedStateJSON struct {
+	Client  string `json:"client,omitempty"`
+	Grants  int    `json:"grants"`
+	Carried int64  `json:"carried"`
+	Dropped int64  `json:"dropped"`
+}
+
+func migrationToJSON(name string, m *redissonstore.Migration) migrationJSON {
+	out := migrationJSON{Name: name, Config: toJSON(m.Config), AtMS: m.At.UnixMilli(), States: []migratedStateJSON{}}
+	for _, st := range m.States {
+		out.States = append(out.States, migratedStateJSON{Client: st.Client, Grants: st.Grants, Carried: st.Carried, Dropped: st.Dropped})
+	}
+	return out
 }

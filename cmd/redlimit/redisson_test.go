@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -41,13 +40,27 @@ func TestRedissonCommands(t *testing.T) {
 		t.Fatalf("get --redisson: %v", got)
 	}
 	got = call(t, d, append([]string{"get", "orders", "--redisson", "--json"}, redis...)...)
-	var in map[string]any
-	if got.code != exitOK || json.Unmarshal([]byte(got.stdout), &in) != nil {
+	if got.code != exitOK {
 		t.Fatalf("get --redisson --json: %v", got)
 	}
+	var in inspectionJSON
+	decodeOne(t, got.stdout, &in)
+	if in.Name != "orders" || !in.Initialized || in.Config == nil || in.Config.Rate != 2 || len(in.States) != 1 ||
+		in.States[0].InUse != 2 || len(in.States[0].Grants) != 2 || in.States[0].Grants[0].Error != "" {
+		t.Fatalf("get --redisson --json: %+v", in)
+	}
 
+	got = call(t, d, append([]string{"migrate", "orders", "--json"}, redis...)...)
+	if got.code != exitOK {
+		t.Fatalf("migrate --json: %v", got)
+	}
+	var m migrationJSON
+	decodeOne(t, got.stdout, &m)
+	if m.Name != "orders" || m.Config.Rate != 2 || len(m.States) != 1 || m.States[0].Carried != 2 {
+		t.Fatalf("migrate --json: %+v", m)
+	}
 	got = call(t, d, append([]string{"migrate", "orders"}, redis...)...)
-	if got.code != exitOK || !strings.Contains(got.stdout, "migrated") {
+	if got.code != exitOK || !strings.Contains(got.stdout, `migrated "orders"`) || !strings.Contains(got.stdout, "Overall: 2 grants replayed, 2 permits carried") {
 		t.Fatalf("migrate: %v", got)
 	}
 	// The native limiter holds the 2 permits still in use: refused.

@@ -7,16 +7,19 @@
 // every process using it shares the limit, or, without a URL, an in-memory
 // store that lives only as long as the command.
 //
-// Usage:
+// Usage ('redlimit help' prints the same list from the commands' own
+// synopses, and 'redlimit COMMAND -h' a command's flags):
 //
 //	redlimit demo      [--callers 20] [--rate 1] [--interval 1s] [--permits 1] [--name demo]
 //	redlimit set-rate  NAME --rate N (--interval D | --per UNIT) [--algorithm A] [--burst N] [--capacity N]
 //	                   [--mode overall|per-client] [--reset] [--try]
 //	redlimit acquire   NAME [--permits N] [--wait D] [--client ID] [--rate N --interval D [--algorithm A] ...]
-//	redlimit get       NAME [--client ID]
+//	redlimit get       NAME [--client ID] [--redisson [--layout current|legacy]]
 //	redlimit delete    NAME
+//	redlimit migrate   NAME [--layout current|legacy] [--client ID]...
 //	redlimit simulate  [--traffic steady|bursty|ramp|on-off] [--rate 10] [--interval 1s] [--duration 10s]
 //	                   [--bucket 100ms] [--seed 1] [--svg FILE]
+//	redlimit bench     [--quick] [--duration 2s] [--callers 1,8,64,256] [--json FILE] [--svg FILE] [--redis URL] ...
 //
 // Every command but simulate also takes --redis URL, --prefix P (the Redis
 // key prefix); every command takes --json (print one JSON object on stdout),

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -34,40 +33,66 @@ const (
 // string put in one on every call would allocate.
 var opArgs = [...]any{opAcquire: "acquire", opCancel: "cancel", opRelease: "release", opAvailable: "available"}
 
-// work is the calls on one log that go in one script run.
+// work is the calls on one log that go in one script run, and their
+// answers: a reply for each call, or the error that ended the work.
 type work struct {
 	key   redlimit.Key
-	known redlimit.Config
+	keys  []string       // the script's KEYS for key; nil: worked out
+	known *encodedConfig // the config the client sent
 	calls []call
-	one   [1]call // calls of a lone call, without an allocation of its own
+	rs    []reply
+	err   error
+	// a lone call's call and reply, without allocations of their own
+	one    [1]call
+	oneRep [1]reply
 }
 
-// result is a work's replies, or the error that ended it.
-type result struct {
-	rs  []reply
-	err error
+// lone makes w a work of the one call c.
+func (w *work) lone(c call) {
+	w.one[0] = c
+	w.calls, w.rs = w.one[:], w.oneRep[:]
 }
 
 // runCalls makes calls on key's log in one script run, one after another at
 // the same instant, and returns a reply for each.
-func (s *Store) runCalls(ctx context.Context, key redlimit.Key, known redlimit.Config, calls []call) ([]reply, error) {
-	r := s.runWorks(ctx, []*work{{key: key, known: known, calls: calls}})[0]
-	return r.rs, r.err
+func (s *Store) runCalls(ctx context.Context, key redlimit.Key, known *encodedConfig, calls []call) ([]reply, error) {
+	w := &work{key: key, known: known, calls: calls, rs: make([]reply, len(calls))}
+	s.runWorks(ctx, []*work{w}, true)
+	return w.rs, w.err
+}
+
+// limiterCalls recycles the commands of runs that were answered.
+var limiterCalls = sync.Pool{New: func() any { return new(limiterCall) }}
+
+// minusOne is the most common argument that would be boxed anew each
+// time: a wait of -1, "without waiting".
+var minusOne any = int64(-1)
+
+func boxArg(v int64) any {
+	if v == -1 {
+		return minusOne
+	}
+	return v // 0..255 are boxed without an allocation
 }
 
 // runWorks makes the calls of several logs (of one server, or one Cluster
-// slot) in one script run and returns a result for each work.
-func (s *Store) runWorks(ctx context.Context, works []*work) []result {
-	out := make([]result, len(works))
+// slot) in one script run and sets each work's replies or error. guard:
+// return at ctx's end even if the client would wait longer (a caller's own
+// call; a run in the background has no caller to return to).
+func (s *Store) runWorks(ctx context.Context, works []*work, guard bool) {
 	nk := 4 * len(works)
 	n := 3 + nk + 1
 	for _, w := range works {
 		n += 2 + 3*len(w.calls)
 	}
-	c := limiterCall{cmd: make([]any, 3, n), keys: make([]string, 0, nk)}
-	c.cmd[0], c.cmd[1], c.cmd[2] = fcallName, limiterFunctionName, nk
+	c := limiterCalls.Get().(*limiterCall)
+	c.cmd, c.keys = slices.Grow(c.cmd[:0], n), slices.Grow(c.keys[:0], nk)
+	c.cmd = append(c.cmd, fcallName, limiterFunctionName, nk)
 	for _, w := range works {
-		for _, k := range limiterKeys(s.prefix, w.key.Name).scriptKeys(w.key.Client) {
+		if w.keys == nil {
+			w.keys = limiterKeys(s.prefix, w.key.Name).scriptKeys(w.key.Client)
+		}
+		for _, k := range w.keys {
 			c.keys = append(c.keys, k)
 			c.cmd = append(c.cmd, k)
 		}
@@ -75,109 +100,42 @@ func (s *Store) runWorks(ctx context.Context, works []*work) []result {
 	c.cmd = append(c.cmd, s.nowArg())
 	writes := false
 	for _, w := range works {
-		c.cmd = append(c.cmd, s.knownArg(w.known), len(w.calls))
+		c.cmd = append(c.cmd, w.known.arg, len(w.calls))
 		for _, cl := range w.calls {
-			c.cmd = append(c.cmd, opArgs[cl.op], cl.n, cl.arg)
+			c.cmd = append(c.cmd, opArgs[cl.op], boxArg(cl.n), boxArg(cl.arg))
 			writes = writes || cl.op != opAvailable
 		}
 	}
 	c.args = c.cmd[3+nk:]
 	s.runs.Add(1)
-	raw, err := s.evalLimiter(ctx, writes, c)
+	raw, err := s.evalLimiter(ctx, writes, guard, c)
+	if err == nil {
+		// Answered: nothing reads c any more.
+		clear(c.cmd)
+		clear(c.keys)
+		c.args = nil
+		limiterCalls.Put(c)
+	}
 	if err != nil && len(works) > 1 && crossSlot(err) {
 		// A clustered Redis behind one endpoint (a single-shard Cluster, a
 		// proxy) refuses keys of several slots in one run, before running
 		// anything: from now on each limiter's calls go alone.
 		s.crossSlotRefused.Store(true)
-		for i, w := range works {
-			out[i] = s.runWorks(ctx, []*work{w})[0]
+		for _, w := range works {
+			s.runWorks(ctx, []*work{w}, guard)
 		}
-		return out
+		return
 	}
 	if err == nil {
-		err = decodeReplies(raw, works, out)
+		err = decodeReplies(raw, works)
 	} else {
 		err = wrap(err)
 	}
 	if err != nil {
-		for i := range out {
-			out[i] = result{err: err}
+		for _, w := range works {
+			w.err = err
 		}
 	}
-	return out
-}
-
-// decodeReplies reads limiter.lua's reply to works into out, trusting
-// nothing of its shape: an error for the whole reply is returned, one for a
-// limiter (not initialized, unreadable config) goes to its work. The reply
-// carries a stored config only when it is not the one the client sent.
-func decodeReplies(raw any, works []*work, out []result) error {
-	r, ok := raw.([]any)
-	if !ok {
-		return fmt.Errorf("%w: unexpected script reply %T", redlimit.ErrCorrupt, raw)
-	}
-	i := 0
-	for wi, w := range works {
-		if len(r) < i+2 {
-			return fmt.Errorf("%w: script reply has %d elements, too few for %d limiters", redlimit.ErrCorrupt, len(r), len(works))
-		}
-		now, ok := r[i].(int64)
-		if !ok {
-			return fmt.Errorf("%w: script reply time is %T", redlimit.ErrCorrupt, r[i])
-		}
-		stored := &w.known
-		switch r[i+1] {
-		case int64(-1):
-			out[wi] = result{err: redlimit.ErrNotInitialized}
-			i += 2
-			continue
-		case int64(-3):
-			out[wi] = result{err: fmt.Errorf("limiter %q: %w: stored config", w.key.Name, redlimit.ErrCorrupt)}
-			i += 2
-			continue
-		case int64(0):
-			if stored.Rate == 0 {
-				return fmt.Errorf("%w: script reply: the same config as none", redlimit.ErrCorrupt)
-			}
-			i += 2
-		case int64(1):
-			if len(r) < i+3 {
-				return fmt.Errorf("%w: script reply cut short", redlimit.ErrCorrupt)
-			}
-			cfg, err := decodeConfig(r[i+2])
-			if err != nil {
-				return fmt.Errorf("limiter %q: %w", w.key.Name, err)
-			}
-			stored = &cfg
-			i += 3
-		default:
-			return fmt.Errorf("%w: script reply config flag %v", redlimit.ErrCorrupt, r[i+1])
-		}
-		if len(r) < i+3*len(w.calls) {
-			return fmt.Errorf("%w: script reply cut short", redlimit.ErrCorrupt)
-		}
-		rs := make([]reply, len(w.calls))
-		for ci := range rs {
-			o := &rs[ci]
-			o.now, o.cfg = now, stored
-			for _, p := range [3]*int64{&o.code, &o.value, &o.wait} {
-				v, ok := r[i].(int64)
-				if !ok {
-					return fmt.Errorf("%w: script reply element %d is %T", redlimit.ErrCorrupt, i, r[i])
-				}
-				*p = v
-				i++
-			}
-			if o.code < -2 || o.code > 1 {
-				return fmt.Errorf("%w: script reply code %d", redlimit.ErrCorrupt, o.code)
-			}
-		}
-		out[wi] = result{rs: rs}
-	}
-	if i != len(r) {
-		return fmt.Errorf("%w: script reply has %d elements, want %d", redlimit.ErrCorrupt, len(r), i)
-	}
-	return nil
 }
 
 // Batching: calls on one log made while a script run for that log is in
@@ -193,17 +151,13 @@ const maxBatch = 256
 // client ID per process), else by name and client in Store.clientLanes.
 type lane struct {
 	mu      sync.Mutex
-	busy    bool
+	busy    bool // a run is in flight
 	dead    bool // removed from its map: take a new lane
 	waiting []*pending
 	client  string
+	keys    []string  // the script's KEYS for the log
 	home    *sync.Map // the map that holds it, under mapKey
 	mapKey  string
-	// spare and calls are reused by the lane's runs, one at a time, so
-	// that a busy lane allocates little: the slice waiting calls queue in
-	// and a run's calls.
-	spare []*pending
-	calls []call
 }
 
 // laneFor returns key's lane, making one if there is none. Lanes are made
@@ -226,11 +180,12 @@ func (s *Store) laneFor(key redlimit.Key) *lane {
 	if v, ok := s.clientLanes.Load(lk); ok {
 		return v.(*lane)
 	}
-	v, _ := s.lanes.LoadOrStore(key.Name, &lane{client: key.Client, home: &s.lanes, mapKey: key.Name})
+	keys := limiterKeys(s.prefix, key.Name).scriptKeys(key.Client)
+	v, _ := s.lanes.LoadOrStore(key.Name, &lane{client: key.Client, keys: keys, home: &s.lanes, mapKey: key.Name})
 	if ln := v.(*lane); ln.client == key.Client {
 		return ln
 	}
-	ln := &lane{client: key.Client, home: &s.clientLanes, mapKey: lk}
+	ln := &lane{client: key.Client, keys: keys, home: &s.clientLanes, mapKey: lk}
 	s.clientLanes.Store(lk, ln)
 	s.clientLaneCount.Add(1)
 	return ln
@@ -239,7 +194,7 @@ func (s *Store) laneFor(key redlimit.Key) *lane {
 // pending is a call waiting in a lane.
 type pending struct {
 	call     call
-	known    redlimit.Config
+	known    *encodedConfig
 	deadline time.Time // zero: none
 	done     chan outcome
 }
@@ -254,7 +209,7 @@ type outcome struct {
 }
 
 // batched makes c on key's log, together with the calls made meanwhile.
-func (s *Store) batched(ctx context.Context, key redlimit.Key, known redlimit.Config, c call) (reply, error) {
+func (s *Store) batched(ctx context.Context, key redlimit.Key, known *encodedConfig, c call) (reply, error) {
 	for {
 		ln := s.laneFor(key)
 		ln.mu.Lock()
@@ -266,15 +221,14 @@ func (s *Store) batched(ctx context.Context, key redlimit.Key, known redlimit.Co
 			// Nothing in flight: this call goes now, alone.
 			ln.busy = true
 			ln.mu.Unlock()
-			w := &work{key: key, known: known}
-			w.one[0] = c
-			w.calls = w.one[:]
-			rs, err := s.send(ctx, w, time.Time{})
-			s.next(ln, key)
+			w := &work{key: key, keys: ln.keys, known: known}
+			w.lone(c)
+			err := s.send(ctx, w, time.Time{}, true)
+			s.ranOn(ln, key)
 			if err != nil {
 				return reply{}, err
 			}
-			return rs[0], nil
+			return w.rs[0], w.err
 		}
 		p := pendings.Get().(*pending)
 		p.call, p.known = c, known
@@ -300,61 +254,75 @@ func (s *Store) batched(ctx context.Context, key redlimit.Key, known redlimit.Co
 	}
 }
 
-// next sends the calls that queued up while a run was in flight, in the
-// background, and retires the lane when none are left.
-func (s *Store) next(ln *lane, key redlimit.Key) {
+// ranOn ends ln's run: it sends the calls that queued up meanwhile, or
+// retires the lane when none did. One run at a time keeps a log's calls in
+// the order they were made.
+func (s *Store) ranOn(ln *lane, key redlimit.Key) {
 	ln.mu.Lock()
-	if len(ln.waiting) == 0 {
-		ln.busy, ln.dead = false, true
-		if ln.home.CompareAndDelete(ln.mapKey, ln) && ln.home == &s.clientLanes {
-			s.clientLaneCount.Add(-1)
-		}
-		ln.mu.Unlock()
+	defer ln.mu.Unlock()
+	if len(ln.waiting) > 0 {
+		s.launch(ln, key)
 		return
 	}
-	batch := ln.waiting
-	if len(batch) > maxBatch {
-		batch = batch[:maxBatch]
+	ln.busy, ln.dead = false, true
+	if ln.home.CompareAndDelete(ln.mapKey, ln) && ln.home == &s.clientLanes {
+		s.clientLaneCount.Add(-1)
 	}
-	ln.waiting = append(ln.spare[:0], ln.waiting[len(batch):]...)
-	ln.spare = nil
-	calls := ln.calls
-	ln.calls = nil
-	ln.mu.Unlock()
-	go func() {
-		if cap(calls) < len(batch) {
-			calls = make([]call, len(batch))
+}
+
+// laneRun is a run of a lane's waiting calls; laneRunPool recycles them with
+// their slices, so that a busy lane allocates little.
+type laneRun struct {
+	batch []*pending
+	w     work
+}
+
+var laneRunPool = sync.Pool{New: func() any { return new(laneRun) }}
+
+// launch sends ln's waiting calls in a run in the background. ln.mu is held.
+func (s *Store) launch(ln *lane, key redlimit.Key) {
+	all := len(ln.waiting)
+	n := min(all, maxBatch)
+	r := laneRunPool.Get().(*laneRun)
+	r.batch = append(r.batch[:0], ln.waiting[:n]...)
+	ln.waiting = append(ln.waiting[:0], ln.waiting[n:]...)
+	clear(ln.waiting[len(ln.waiting):all]) // let the answered calls go
+	go s.runLane(ln, key, r)
+}
+
+// runLane runs r's calls and answers their callers.
+func (s *Store) runLane(ln *lane, key redlimit.Key, r *laneRun) {
+	w := &r.w
+	n := len(r.batch)
+	*w = work{key: key, keys: ln.keys, calls: slices.Grow(w.calls[:0], n)[:n], rs: slices.Grow(w.rs[:0], n)[:n]}
+	var pt patience
+	for i, p := range r.batch {
+		w.calls[i] = p.call
+		if w.known == nil || w.known.cfg.Rate == 0 {
+			w.known = p.known
 		}
-		w := &work{key: key, calls: calls[:len(batch)]}
-		var deadline time.Time
-		for i, p := range batch {
-			w.calls[i] = p.call
-			if w.known.Rate == 0 {
-				w.known = p.known
-			}
-			deadline = patient(deadline, p.deadline)
+		pt.add(p.deadline)
+	}
+	deadline := pt.deadline()
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	err := s.send(ctx, w, deadline, false)
+	cancel()
+	abandoned := err != nil // a group's run may still write to w
+	if err == nil {
+		err = w.err
+	}
+	for i, p := range r.batch {
+		if err != nil {
+			p.done <- outcome{err: err}
+		} else {
+			p.done <- outcome{r: w.rs[i]}
 		}
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		rs, err := s.send(ctx, w, deadline)
-		cancel()
-		for i, p := range batch {
-			if err != nil {
-				p.done <- outcome{err: err}
-			} else {
-				p.done <- outcome{r: rs[i]}
-			}
-			batch[i] = nil
-		}
-		ln.mu.Lock()
-		ln.spare = batch[:0]
-		if err == nil {
-			// The run is over; after an error (a deadline) it may still
-			// be about to read w.calls.
-			ln.calls = w.calls[:0]
-		}
-		ln.mu.Unlock()
-		s.next(ln, key)
-	}()
+	}
+	clear(r.batch)
+	if !abandoned {
+		laneRunPool.Put(r)
+	}
+	s.ranOn(ln, key)
 }
 
 // crossSlot: Redis refused a run whose keys are in several hash slots.
@@ -367,16 +335,28 @@ func crossSlot(err error) bool {
 // deadline (each caller still returns at its own context's end).
 const runPatience = 5 * time.Second
 
-// patient folds a caller's deadline d (zero: none) into a shared run's,
+// patience folds the deadlines of a shared run's callers into the run's,
 // so that the run lasts as long as its most patient caller.
-func patient(run, d time.Time) time.Time {
+type patience struct {
+	latest  time.Time
+	forever bool // a caller without deadline: runPatience from now
+}
+
+func (p *patience) add(d time.Time) {
 	if d.IsZero() {
-		d = time.Now().Add(runPatience)
+		p.forever = true
+	} else if d.After(p.latest) {
+		p.latest = d
 	}
-	if run.IsZero() || d.After(run) {
-		return d
+}
+
+func (p *patience) deadline() time.Time {
+	if p.forever {
+		if d := time.Now().Add(runPatience); d.After(p.latest) {
+			return d
+		}
 	}
-	return run
+	return p.latest
 }
 
 // Grouping: on one server (a *redis.Client, Sentinel's included) the works
@@ -402,41 +382,44 @@ type group struct {
 type queued struct {
 	w        *work
 	deadline time.Time
-	done     chan result
+	done     chan struct{}
 }
 
 // send makes w's calls in a script run, with other limiters' works when the
-// store groups them; deadline is that of the most patient caller (zero: ctx's).
-func (s *Store) send(ctx context.Context, w *work, deadline time.Time) ([]reply, error) {
+// store groups them; deadline is that of the most patient caller (zero:
+// ctx's); guard as for runWorks. It returns an error when the run could not
+// be made (ctx ended first); otherwise w holds the outcome.
+func (s *Store) send(ctx context.Context, w *work, deadline time.Time, guard bool) error {
 	g := s.group
 	if g == nil || s.crossSlotRefused.Load() {
-		r := s.runWorks(ctx, []*work{w})[0]
-		return r.rs, r.err
+		s.runWorks(ctx, []*work{w}, guard)
+		return nil
 	}
 	g.mu.Lock()
 	if g.inflight < maxInFlight {
 		g.inflight++
 		g.mu.Unlock()
-		r := s.runWorks(ctx, []*work{w})[0]
+		s.runWorks(ctx, []*work{w}, guard)
 		s.nextRun(g)
-		return r.rs, r.err
+		return nil
 	}
 	if deadline.IsZero() {
 		deadline, _ = ctx.Deadline()
 	}
-	q := &queued{w: w, deadline: deadline, done: make(chan result, 1)}
+	q := &queued{w: w, deadline: deadline, done: make(chan struct{})}
 	g.waiting = append(g.waiting, q)
 	g.mu.Unlock()
 	select {
-	case r := <-q.done:
-		return r.rs, r.err
+	case <-q.done:
+		return nil
 	case <-ctx.Done():
 		g.mu.Lock()
 		if i := slices.Index(g.waiting, q); i >= 0 {
 			g.waiting = slices.Delete(g.waiting, i, i+1)
 		}
 		g.mu.Unlock()
-		return nil, wrap(ctx.Err())
+		// A run that took w may still write to it: w is the run's now.
+		return wrap(ctx.Err())
 	}
 }
 
@@ -457,16 +440,16 @@ func (s *Store) nextRun(g *group) {
 	g.mu.Unlock()
 	go func() {
 		works := make([]*work, len(batch))
-		var deadline time.Time
+		var pt patience
 		for i, q := range batch {
 			works[i] = q.w
-			deadline = patient(deadline, q.deadline)
+			pt.add(q.deadline)
 		}
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		rs := s.runWorks(ctx, works)
+		ctx, cancel := context.WithDeadline(context.Background(), pt.deadline())
+		s.runWorks(ctx, works, false)
 		cancel()
-		for i, q := range batch {
-			q.done <- rs[i]
+		for _, q := range batch {
+			close(q.done)
 		}
 		s.nextRun(g)
 	}()

@@ -107,21 +107,21 @@ func TestBatchDifferential(t *testing.T) {
 						werr = err
 					}
 				}
-				works = append(works, &work{key: key, known: rc, calls: batch})
+				works = append(works, &work{key: key, known: encode(rc), calls: batch})
 				wants = append(wants, want)
 				errs = append(errs, werr)
 				which = append(which, li)
 			}
-			results := red.runWorks(ctx, works)
-			for wi, res := range results {
-				w, want := works[wi], wants[wi]
-				if errs[wi] != nil || res.err != nil {
-					if !errors.Is(res.err, redlimit.ErrNotInitialized) || !errors.Is(errs[wi], redlimit.ErrNotInitialized) {
-						t.Fatalf("trace %d step %d %s: redis %v, Go rules %v", trace, step, w.key.Name, res.err, errs[wi])
+			red.runWorks(ctx, works, true)
+			for wi, w := range works {
+				want := wants[wi]
+				if errs[wi] != nil || w.err != nil {
+					if !errors.Is(w.err, redlimit.ErrNotInitialized) || !errors.Is(errs[wi], redlimit.ErrNotInitialized) {
+						t.Fatalf("trace %d step %d %s: redis %v, Go rules %v", trace, step, w.key.Name, w.err, errs[wi])
 					}
 					continue
 				}
-				for i, r := range res.rs {
+				for i, r := range w.rs {
 					var got string
 					switch c := w.calls[i]; {
 					case r.code == -2:
@@ -324,15 +324,16 @@ func TestForeignDataInARun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		works = append(works, &work{key: redlimit.Key{Name: name, Client: "c"}, known: cfg, calls: []call{{opAcquire, 1, 0}}})
+		works = append(works, &work{key: redlimit.Key{Name: name, Client: "c"}, known: encode(cfg), calls: []call{{opAcquire, 1, 0}}})
 	}
-	res := s.runWorks(ctx, works)
+	s.runWorks(ctx, works, true)
 	for i, want := range []error{nil, redlimit.ErrCorrupt, nil, nil} {
-		if want == nil && (res[i].err != nil || res[i].rs[0].code != 1) {
-			t.Errorf("%s: %+v; want a grant", works[i].key.Name, res[i])
+		w := works[i]
+		if want == nil && (w.err != nil || w.rs[0].code != 1) {
+			t.Errorf("%s: %v %+v; want a grant", w.key.Name, w.err, w.rs)
 		}
-		if want != nil && !errors.Is(res[i].err, want) {
-			t.Errorf("%s: %v; want %v", works[i].key.Name, res[i].err, want)
+		if want != nil && !errors.Is(w.err, want) {
+			t.Errorf("%s: %v; want %v", w.key.Name, w.err, want)
 		}
 	}
 }

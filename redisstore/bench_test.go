@@ -64,6 +64,9 @@ func BenchmarkTryAcquire(b *testing.B) {
 					})
 					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 					b.ReportMetric((redisCPU(b, rdb)-cpu0)/float64(b.N)*1e6, "redis-µs/decision")
+					if st := s.Stats(); st.ScriptRuns > 0 {
+						b.ReportMetric(float64(st.Calls-st.LocalRefusals)/float64(st.ScriptRuns), "calls/run")
+					}
 				})
 			}
 		}

@@ -91,7 +91,7 @@ type Store struct {
 	refusalTTL time.Duration
 	calls      counter
 	runs       counter
-	lastArg    atomic.Pointer[encodedConfig] // see knownArg
+	lastArg    atomic.Pointer[encodedConfig] // see encoded
 	// functionsOff: until then (unix ns) limiter.lua runs as a script: this
 	// Redis could not run it as a function (before 7.0, an ACL without FCALL
 	// or FUNCTION LOAD, a proxy that does not pass them). Tried again later.
@@ -228,6 +228,12 @@ func within[T any](s *Store, ctx context.Context, f func(context.Context) (T, er
 	}
 }
 
+// direct runs f and waits for it however long the client takes: for runs
+// in the background, whose callers each return at their own context's end.
+func direct[T any](_ *Store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	return f(ctx)
+}
+
 // eval runs a script within ctx; a script that writes waits for the
 // replicas' acknowledgement when WithReplicaAck asks for it.
 func (s *Store) eval(ctx context.Context, sc *redis.Script, writes bool, keys []string, args ...any) (any, error) {
@@ -257,12 +263,16 @@ var fcallName, limiterFunctionName any = "fcall", limiterFunction
 
 // evalLimiter runs limiter.lua: as a function where Redis has it (loaded on
 // first use, and again after Redis lost it), else as a script.
-func (s *Store) evalLimiter(ctx context.Context, writes bool, c limiterCall) (any, error) {
+func (s *Store) evalLimiter(ctx context.Context, writes, guard bool, c *limiterCall) (any, error) {
 	d, ok := s.scripter.(doer)
 	if off := s.functionsOff.Load(); !ok || off != 0 && time.Now().UnixNano() < off || (s.acks > 0 && writes) {
 		return s.eval(ctx, limiterScript, writes, c.keys, c.args...)
 	}
-	return within(s, ctx, func(ctx context.Context) (any, error) {
+	run := within[any]
+	if !guard {
+		run = direct[any]
+	}
+	return run(s, ctx, func(ctx context.Context) (any, error) {
 		r, err := d.Do(ctx, c.cmd...).Result()
 		if err == nil || !functionMissing(err) && !functionsRefused(err) {
 			return r, err
@@ -387,21 +397,26 @@ func configArg(cfg redlimit.Config) string {
 	return string(b)
 }
 
-// encodedConfig is a config and its configArg.
+// encodedConfig is a config a client sent and its configArg. Replies that
+// find this config stored point to it, so it is never changed once made.
 type encodedConfig struct {
 	cfg redlimit.Config
 	arg any
 }
 
-// knownArg is configArg(cfg) as a script argument, kept for the config
-// encoded last: callers of one limiter send the same config on every call.
-func (s *Store) knownArg(cfg redlimit.Config) any {
+func encode(cfg redlimit.Config) *encodedConfig {
+	return &encodedConfig{cfg: cfg, arg: configArg(cfg)}
+}
+
+// encoded is cfg encoded, kept for the config encoded last: callers of one
+// limiter send the same config on every call.
+func (s *Store) encoded(cfg redlimit.Config) *encodedConfig {
 	if e := s.lastArg.Load(); e != nil && e.cfg.Equal(&cfg) {
-		return e.arg
+		return e
 	}
-	e := &encodedConfig{cfg: cfg, arg: configArg(cfg)}
+	e := encode(cfg)
 	s.lastArg.Store(e)
-	return e.arg
+	return e
 }
 
 // SetConfig implements redlimit.Store.
@@ -474,6 +489,7 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 		}
 	}
 	c := call{op: o, n: n, arg: arg3}
+	kc := s.encoded(known)
 	s.calls.Add(1)
 	if o == opAcquire && n == 1 {
 		if retry, now, cfg, ok := s.cachedRefusal(key, arg3); ok {
@@ -484,11 +500,11 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 	var out reply
 	if s.batching {
 		var err error
-		if out, err = s.batched(ctx, key, known, c); err != nil {
+		if out, err = s.batched(ctx, key, kc, c); err != nil {
 			return reply{}, err
 		}
 	} else {
-		rs, err := s.runCalls(ctx, key, known, []call{c})
+		rs, err := s.runCalls(ctx, key, kc, []call{c})
 		if err != nil {
 			return reply{}, err
 		}

@@ -228,7 +228,12 @@ local function flush()
   if hasList then redis.call('PEXPIRE', listKey, ttl) end
 end
 
-local out -- the reply; each call appends code, value, wait
+-- out is the reply: for each limiter the time, the config flag (and the
+-- stored config when it is not the one sent), then code, value and wait for
+-- each call. It goes as one MessagePack string, which the client reads
+-- without an allocation per element, as it would need for an array.
+local out
+
 -- reply answers a call. A grant's instant is now + wait, which the client
 -- works out itself, so at is not sent.
 local function reply(code, value, wait, at)
@@ -701,5 +706,5 @@ local function main(runKeys, runArgv)
     end
     k, a = k + 4, a + 2 + 3 * calls
   end
-  return out
+  return cmsgpack.pack(out)
 end

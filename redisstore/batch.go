@@ -47,6 +47,9 @@ type work struct {
 	oneRep [1]reply
 }
 
+// loneWorks recycles the works of lone calls that were answered.
+var loneWorks = sync.Pool{New: func() any { return new(work) }}
+
 // lone makes w a work of the one call c.
 func (w *work) lone(c call) {
 	w.one[0] = c
@@ -90,7 +93,7 @@ func (s *Store) runWorks(ctx context.Context, works []*work, guard bool) {
 	c.cmd = append(c.cmd, fcallName, limiterFunctionName, nk)
 	for _, w := range works {
 		if w.keys == nil {
-			w.keys = limiterKeys(s.prefix, w.key.Name).scriptKeys(w.key.Client)
+			w.keys = scriptKeys(s.prefix, w.key.Name, w.key.Client)
 		}
 		for _, k := range w.keys {
 			c.keys = append(c.keys, k)
@@ -176,15 +179,17 @@ func (s *Store) laneFor(key redlimit.Key) *lane {
 	}
 	s.laneMu.Lock()
 	defer s.laneMu.Unlock()
-	lk := logKey(key)
-	if v, ok := s.clientLanes.Load(lk); ok {
-		return v.(*lane)
+	if s.clientLaneCount.Load() > 0 {
+		if v, ok := s.clientLanes.Load(logKey(key)); ok {
+			return v.(*lane)
+		}
 	}
-	keys := limiterKeys(s.prefix, key.Name).scriptKeys(key.Client)
+	keys := scriptKeys(s.prefix, key.Name, key.Client)
 	v, _ := s.lanes.LoadOrStore(key.Name, &lane{client: key.Client, keys: keys, home: &s.lanes, mapKey: key.Name})
 	if ln := v.(*lane); ln.client == key.Client {
 		return ln
 	}
+	lk := logKey(key)
 	ln := &lane{client: key.Client, keys: keys, home: &s.clientLanes, mapKey: lk}
 	s.clientLanes.Store(lk, ln)
 	s.clientLaneCount.Add(1)
@@ -221,14 +226,18 @@ func (s *Store) batched(ctx context.Context, key redlimit.Key, known *encodedCon
 			// Nothing in flight: this call goes now, alone.
 			ln.busy = true
 			ln.mu.Unlock()
-			w := &work{key: key, keys: ln.keys, known: known}
+			w := loneWorks.Get().(*work)
+			*w = work{key: key, keys: ln.keys, known: known}
 			w.lone(c)
 			err := s.send(ctx, w, time.Time{}, true)
 			s.ranOn(ln, key)
 			if err != nil {
-				return reply{}, err
+				return reply{}, err // w may still be written to
 			}
-			return w.rs[0], w.err
+			r, err := w.rs[0], w.err
+			*w = work{}
+			loneWorks.Put(w)
+			return r, err
 		}
 		p := pendings.Get().(*pending)
 		p.call, p.known = c, known
@@ -382,8 +391,12 @@ type group struct {
 type queued struct {
 	w        *work
 	deadline time.Time
-	done     chan struct{}
+	done     chan struct{} // the run is over
 }
+
+// queuedPool recycles the queued works that were answered (or withdrawn
+// before a run took them).
+var queuedPool = sync.Pool{New: func() any { return &queued{done: make(chan struct{}, 1)} }}
 
 // send makes w's calls in a script run, with other limiters' works when the
 // store groups them; deadline is that of the most patient caller (zero:
@@ -406,19 +419,27 @@ func (s *Store) send(ctx context.Context, w *work, deadline time.Time, guard boo
 	if deadline.IsZero() {
 		deadline, _ = ctx.Deadline()
 	}
-	q := &queued{w: w, deadline: deadline, done: make(chan struct{})}
+	q := queuedPool.Get().(*queued)
+	q.w, q.deadline = w, deadline
 	g.waiting = append(g.waiting, q)
 	g.mu.Unlock()
 	select {
 	case <-q.done:
+		*q = queued{done: q.done}
+		queuedPool.Put(q)
 		return nil
 	case <-ctx.Done():
 		g.mu.Lock()
-		if i := slices.Index(g.waiting, q); i >= 0 {
+		i := slices.Index(g.waiting, q)
+		if i >= 0 {
 			g.waiting = slices.Delete(g.waiting, i, i+1)
 		}
 		g.mu.Unlock()
-		// A run that took w may still write to it: w is the run's now.
+		if i >= 0 {
+			*q = queued{done: q.done}
+			queuedPool.Put(q)
+		}
+		// Otherwise a run took w and may still write to it: w is the run's.
 		return wrap(ctx.Err())
 	}
 }
@@ -449,7 +470,7 @@ func (s *Store) nextRun(g *group) {
 		s.runWorks(ctx, works, false)
 		cancel()
 		for _, q := range batch {
-			close(q.done)
+			q.done <- struct{}{}
 		}
 		s.nextRun(g)
 	}()

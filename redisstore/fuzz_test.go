@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,7 +32,11 @@ func FuzzKeys(f *testing.F) {
 		}
 		ka := limiterKeys(DefaultPrefix, a)
 		tag := hashTag(ka.limiter)
-		for _, k := range ka.scriptKeys(client) {
+		sk := scriptKeys(DefaultPrefix, a, client)
+		if want := []string{ka.limiter, ka.log, ka.base + "client:" + client, ka.base + "log:" + client}; !slices.Equal(sk, want) {
+			t.Fatalf("name %q client %q: script keys %q, want %q", a, client, sk, want)
+		}
+		for _, k := range sk {
 			if hashTag(k) != tag {
 				t.Fatalf("name %q client %q: key %q has tag %q, the limiter hash has %q", a, client, k, hashTag(k), tag)
 			}

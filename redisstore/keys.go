@@ -27,7 +27,29 @@ func limiterKeys(prefix, name string) keys {
 	return keys{limiter: limiter, log: limiter + ":log", base: limiter + ":"}
 }
 
-// scriptKeys lists the KEYS of limiter.lua for client.
-func (k keys) scriptKeys(client string) []string {
-	return []string{k.limiter, k.log, k.base + "client:" + client, k.base + "log:" + client}
+// scriptKeys lists the KEYS of limiter.lua for name and client: the keys
+// of limiterKeys(prefix, name), the client's after the Overall ones, cut
+// from one string, as every lone call on an idle limiter makes them anew.
+func scriptKeys(prefix, name, client string) []string {
+	tag := nameEscaper.Replace(name)
+	var b strings.Builder
+	b.Grow(4*(len(prefix)+len(tag)+2) + len(":log:client::log:") + 2*len(client))
+	var ends [4]int
+	for i, suffix := range [...]string{"", ":log", ":client:", ":log:"} {
+		b.WriteString(prefix)
+		b.WriteByte('{')
+		b.WriteString(tag)
+		b.WriteByte('}')
+		b.WriteString(suffix)
+		if i >= 2 {
+			b.WriteString(client)
+		}
+		ends[i] = b.Len()
+	}
+	all, start := b.String(), 0
+	ks := make([]string, 4)
+	for i, end := range ends {
+		ks[i], start = all[start:end], end
+	}
+	return ks
 }

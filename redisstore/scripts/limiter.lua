@@ -40,7 +40,7 @@
 -- state starts with the epoch of its config; one of another epoch is gone
 -- (a reset). The Overall state goes with its epoch (setconfig.lua).
 --
--- Reply, per limiter: now, flag, then
+-- Reply: one MessagePack array (cmsgpack.pack), per limiter: now, flag, then
 --   flag -1: not initialized, -3: stored config unreadable (nothing follows)
 --   flag 0: the stored config is the one the client sent; 1: it is not, and
 --           follows, as one string
@@ -76,6 +76,23 @@ local algorithms = {['sliding-log'] = true, ['fixed-window'] = true, ['sliding-c
 local epochText -- the config's epoch as stored, which a state must carry
 local hadState -- a state was stored (so an empty one is deleted)
 
+-- parse reads a config: {algorithm, mode, epoch text, rate, interval,
+-- epoch, burst, capacity, the most one request can be granted}, or false
+-- when it is unreadable.
+local function parse(cfg)
+  local A, M, R, I, E, B, C = string.match(cfg, '^(%S+) (%S+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+  if not A or not algorithms[A] or (M ~= 'overall' and M ~= 'per-client') then return false end
+  local c = {A, M, E, tonumber(R), tonumber(I), tonumber(E), tonumber(B), tonumber(C), tonumber(R)}
+  if A == 'token-bucket' then c[9] = c[7] elseif A == 'leaky-bucket' then c[9] = c[8] end
+  if c[4] < 1 or c[5] < 1 or c[9] < 1 then return false end
+  return c
+end
+
+-- parsed keeps the configs read, by their text: a function library's
+-- locals live from one run to the next (a script's do not, and parse
+-- again). It is emptied when it holds 256.
+local parsed, parsedCount = {}, 0
+
 -- load reads the config and the state of the limiter whose KEYS start after
 -- k and whose ARGV start at a. It returns the flag of the reply (0 or 1,
 -- or an error: -1, -3) and the stored config.
@@ -93,16 +110,15 @@ local function load(k, a)
   elseif cfg ~= argv[a] then
     flag = 1
   end
-  local A, M, R, I, E, B, C = string.match(cfg, '^(%S+) (%S+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
-  if not A or not algorithms[A] or (M ~= 'overall' and M ~= 'per-client') then return -3 end
-  alg, mode, epochText = A, M, E
-  rate, interval, epoch = tonumber(R), tonumber(I), tonumber(E)
-  burst, capacity = tonumber(B), tonumber(C)
-  if rate < 1 or interval < 1 then return -3 end
-  -- The most one request can be granted; checked before any state is touched.
-  most = rate
-  if alg == 'token-bucket' then most = burst elseif alg == 'leaky-bucket' then most = capacity end
-  if most < 1 then return -3 end
+  local c = parsed[cfg]
+  if c == nil then
+    c = parse(cfg)
+    if parsedCount == 256 then parsed, parsedCount = {}, 0 end
+    parsed[cfg], parsedCount = c, parsedCount + 1
+  end
+  if not c then return -3 end
+  alg, mode, epochText, rate, interval, epoch, burst, capacity, most =
+    c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]
 
   perClient = mode == 'per-client'
   stateKey, listKey = keys[k + 1], keys[k + 2]

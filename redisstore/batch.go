@@ -37,7 +37,7 @@ var opArgs = [...]any{opAcquire: "acquire", opCancel: "cancel", opRelease: "rele
 // answers: a reply for each call, or the error that ended the work.
 type work struct {
 	key   redlimit.Key
-	keys  []string       // the script's KEYS for key; nil: worked out
+	keys  scriptKeySet   // the script's KEYS for key; none: worked out
 	known *encodedConfig // the config the client sent
 	calls []call
 	rs    []reply
@@ -45,6 +45,21 @@ type work struct {
 	// a lone call's call and reply, without allocations of their own
 	one    [1]call
 	oneRep [1]reply
+}
+
+// scriptKeySet is a log's KEYS, also as command arguments: a string put in
+// an interface allocates, so a busy lane does it once.
+type scriptKeySet struct {
+	names []string
+	args  []any
+}
+
+func newScriptKeySet(names []string) scriptKeySet {
+	args := make([]any, len(names))
+	for i, k := range names {
+		args[i] = k
+	}
+	return scriptKeySet{names: names, args: args}
 }
 
 // loneWorks recycles the works of lone calls that were answered.
@@ -92,13 +107,11 @@ func (s *Store) runWorks(ctx context.Context, works []*work, guard bool) {
 	c.cmd, c.keys = slices.Grow(c.cmd[:0], n), slices.Grow(c.keys[:0], nk)
 	c.cmd = append(c.cmd, fcallName, limiterFunctionName, nk)
 	for _, w := range works {
-		if w.keys == nil {
-			w.keys = scriptKeys(s.prefix, w.key.Name, w.key.Client)
+		if w.keys.names == nil {
+			w.keys = newScriptKeySet(scriptKeys(s.prefix, w.key.Name, w.key.Client))
 		}
-		for _, k := range w.keys {
-			c.keys = append(c.keys, k)
-			c.cmd = append(c.cmd, k)
-		}
+		c.keys = append(c.keys, w.keys.names...)
+		c.cmd = append(c.cmd, w.keys.args...)
 	}
 	c.cmd = append(c.cmd, s.nowArg())
 	writes := false
@@ -158,7 +171,7 @@ type lane struct {
 	dead    bool // removed from its map: take a new lane
 	waiting []*pending
 	client  string
-	keys    []string  // the script's KEYS for the log
+	keys    scriptKeySet
 	home    *sync.Map // the map that holds it, under mapKey
 	mapKey  string
 }
@@ -184,7 +197,7 @@ func (s *Store) laneFor(key redlimit.Key) *lane {
 			return v.(*lane)
 		}
 	}
-	keys := scriptKeys(s.prefix, key.Name, key.Client)
+	keys := newScriptKeySet(scriptKeys(s.prefix, key.Name, key.Client))
 	v, _ := s.lanes.LoadOrStore(key.Name, &lane{client: key.Client, keys: keys, home: &s.lanes, mapKey: key.Name})
 	if ln := v.(*lane); ln.client == key.Client {
 		return ln
@@ -295,7 +308,7 @@ func (s *Store) launch(ln *lane, key redlimit.Key) {
 	r := laneRunPool.Get().(*laneRun)
 	r.batch = append(r.batch[:0], ln.waiting[:n]...)
 	ln.waiting = append(ln.waiting[:0], ln.waiting[n:]...)
-	clear(ln.waiting[len(ln.waiting):all]) // let the answered calls go
+	clear(ln.waiting[len(ln.waiting):all]) // the calls moved to r are r's now
 	go s.runLane(ln, key, r)
 }
 
@@ -312,10 +325,8 @@ func (s *Store) runLane(ln *lane, key redlimit.Key, r *laneRun) {
 		}
 		pt.add(p.deadline)
 	}
-	deadline := pt.deadline()
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, deadline := s.backgroundContext(&pt)
 	err := s.send(ctx, w, deadline, false)
-	cancel()
 	abandoned := err != nil // a group's run may still write to w
 	if err == nil {
 		err = w.err
@@ -366,6 +377,39 @@ func (p *patience) deadline() time.Time {
 		}
 	}
 	return p.latest
+}
+
+// backgroundContext is the context of a run made in the background for the
+// callers whose deadlines pt holds, and its deadline. A client that keeps
+// to its own timeouts (without ContextTimeoutEnabled) needs none. One that
+// stops at a context's deadline gets one that ends as late as the most
+// patient caller, or up to runSlack later: such a context costs a timer and
+// allocations, which the garbage collector makes callers pay for in
+// latency, so runs share one while its deadline fits them.
+func (s *Store) backgroundContext(pt *patience) (context.Context, time.Time) {
+	if !s.bounded {
+		return context.Background(), time.Time{}
+	}
+	need := pt.deadline()
+	if c := s.runCtx.Load(); c != nil && !c.deadline.Before(need) && c.deadline.Sub(need) <= runSlack {
+		return c.ctx, c.deadline
+	}
+	c := &sharedDeadline{deadline: need.Add(runSlack)}
+	// Never cancelled but by its deadline: runs may still be using it.
+	c.ctx, c.cancel = context.WithDeadline(context.Background(), c.deadline)
+	s.runCtx.Store(c)
+	return c.ctx, c.deadline
+}
+
+// runSlack is how much longer than its most patient caller a run in the
+// background may wait for Redis.
+const runSlack = time.Second
+
+// sharedDeadline is a context with a deadline that runs share.
+type sharedDeadline struct {
+	ctx      context.Context
+	cancel   context.CancelFunc
+	deadline time.Time
 }
 
 // Grouping: on one server (a *redis.Client, Sentinel's included) the works
@@ -466,9 +510,8 @@ func (s *Store) nextRun(g *group) {
 			works[i] = q.w
 			pt.add(q.deadline)
 		}
-		ctx, cancel := context.WithDeadline(context.Background(), pt.deadline())
+		ctx, _ := s.backgroundContext(&pt)
 		s.runWorks(ctx, works, false)
-		cancel()
 		for _, q := range batch {
 			q.done <- struct{}{}
 		}

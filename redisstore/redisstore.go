@@ -91,7 +91,8 @@ type Store struct {
 	refusalTTL time.Duration
 	calls      counter
 	runs       counter
-	lastArg    atomic.Pointer[encodedConfig] // see encoded
+	lastArg    atomic.Pointer[encodedConfig]  // see encoded
+	runCtx     atomic.Pointer[sharedDeadline] // see backgroundContext
 	// functionsOff: until then (unix ns) limiter.lua runs as a script: this
 	// Redis could not run it as a function (before 7.0, an ACL without FCALL
 	// or FUNCTION LOAD, a proxy that does not pass them). Tried again later.
@@ -207,7 +208,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 // that way may still be carried out by Redis (a grant the caller never
 // learns of: a permit lost, never one granted twice).
 func within[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	if s.bounded || ctx.Done() == nil {
+	if !s.mustGuard(ctx) {
 		return f(ctx)
 	}
 	type result struct {
@@ -228,10 +229,9 @@ func within[T any](s *Store, ctx context.Context, f func(context.Context) (T, er
 	}
 }
 
-// direct runs f and waits for it however long the client takes: for runs
-// in the background, whose callers each return at their own context's end.
-func direct[T any](_ *Store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	return f(ctx)
+// mustGuard: a call within ctx needs within to return at ctx's end.
+func (s *Store) mustGuard(ctx context.Context) bool {
+	return !s.bounded && ctx.Done() != nil
 }
 
 // eval runs a script within ctx; a script that writes waits for the
@@ -268,30 +268,33 @@ func (s *Store) evalLimiter(ctx context.Context, writes, guard bool, c *limiterC
 	if off := s.functionsOff.Load(); !ok || off != 0 && time.Now().UnixNano() < off || (s.acks > 0 && writes) {
 		return s.eval(ctx, limiterScript, writes, c.keys, c.args...)
 	}
-	run := within[any]
-	if !guard {
-		run = direct[any]
+	if !guard || !s.mustGuard(ctx) {
+		return s.fcall(ctx, d, c) // no closure to allocate
 	}
-	return run(s, ctx, func(ctx context.Context) (any, error) {
-		r, err := d.Do(ctx, c.cmd...).Result()
-		if err == nil || !functionMissing(err) && !functionsRefused(err) {
-			return r, err
+	return within(s, ctx, func(ctx context.Context) (any, error) { return s.fcall(ctx, d, c) })
+}
+
+// fcall runs limiter.lua as a function, loading the library when Redis
+// lacks it, and as a script when Redis refuses functions.
+func (s *Store) fcall(ctx context.Context, d doer, c *limiterCall) (any, error) {
+	r, err := d.Do(ctx, c.cmd...).Result()
+	if err == nil || !functionMissing(err) && !functionsRefused(err) {
+		return r, err
+	}
+	if functionMissing(err) {
+		err = s.loadLibrary(ctx, c.keys[0])
+		if err == nil {
+			return d.Do(ctx, c.cmd...).Result()
 		}
-		if functionMissing(err) {
-			err = s.loadLibrary(ctx, c.keys[0])
-			if err == nil {
-				return d.Do(ctx, c.cmd...).Result()
-			}
-			// A loss of the connection is the caller's error; any answer
-			// of Redis refusing the library sends us to the script.
-			var rerr redis.Error
-			if !errors.As(err, &rerr) {
-				return nil, err
-			}
+		// A loss of the connection is the caller's error; any answer
+		// of Redis refusing the library sends us to the script.
+		var rerr redis.Error
+		if !errors.As(err, &rerr) {
+			return nil, err
 		}
-		s.functionsOff.Store(time.Now().Add(functionsRetry).UnixNano())
-		return limiterScript.Run(ctx, s.scripter, c.keys, c.args...).Result()
-	})
+	}
+	s.functionsOff.Store(time.Now().Add(functionsRetry).UnixNano())
+	return limiterScript.Run(ctx, s.scripter, c.keys, c.args...).Result()
 }
 
 // functionsRetry is how long limiter.lua runs as a script after Redis could

@@ -337,3 +337,32 @@ func TestForeignDataInARun(t *testing.T) {
 		}
 	}
 }
+
+// TestBackgroundContext: runs in the background share a context while its
+// deadline is no earlier than their most patient caller's and at most
+// runSlack later; a client that keeps to its own timeouts gets none.
+func TestBackgroundContext(t *testing.T) {
+	s := &Store{bounded: true}
+	at := func(d time.Time) *patience { return &patience{latest: d} }
+	d0 := time.Now().Add(time.Minute)
+	ctx1, dl1 := s.backgroundContext(at(d0))
+	if got, _ := ctx1.Deadline(); !got.Equal(d0.Add(runSlack)) || !dl1.Equal(got) {
+		t.Fatalf("first deadline %v (%v), want %v", got, dl1, d0.Add(runSlack))
+	}
+	if ctx, _ := s.backgroundContext(at(d0.Add(runSlack / 2))); ctx != ctx1 {
+		t.Error("a caller within the slack got a context of its own")
+	}
+	if ctx, dl := s.backgroundContext(at(d0.Add(2 * runSlack))); ctx == ctx1 || !dl.Equal(d0.Add(3*runSlack)) {
+		t.Errorf("a more patient caller shares a context ending at %v; want its own, ending at %v", dl, d0.Add(3*runSlack))
+	}
+	if _, dl := s.backgroundContext(at(d0)); !dl.Equal(d0.Add(runSlack)) {
+		t.Errorf("a caller far less patient than the shared context gets %v; want %v", dl, d0.Add(runSlack))
+	}
+	if ctx, _ := s.backgroundContext(&patience{forever: true}); ctx.Done() == nil {
+		t.Error("a caller without deadline: a run without one")
+	}
+	s.bounded = false
+	if ctx, dl := s.backgroundContext(at(d0)); ctx.Done() != nil || !dl.IsZero() {
+		t.Errorf("unbounded client: context with deadline %v", dl)
+	}
+}

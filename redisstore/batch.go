@@ -243,7 +243,9 @@ func (s *Store) batched(ctx context.Context, key redlimit.Key, known *encodedCon
 			*w = work{key: key, keys: ln.keys, known: known}
 			w.lone(c)
 			err := s.send(ctx, w, time.Time{}, true)
-			s.ranOn(ln, key)
+			if r := s.ranOn(ln); r != nil {
+				go s.runLane(ln, key, r) // this caller returns
+			}
 			if err != nil {
 				return reply{}, err // w may still be written to
 			}
@@ -276,20 +278,26 @@ func (s *Store) batched(ctx context.Context, key redlimit.Key, known *encodedCon
 	}
 }
 
-// ranOn ends ln's run: it sends the calls that queued up meanwhile, or
-// retires the lane when none did. One run at a time keeps a log's calls in
-// the order they were made.
-func (s *Store) ranOn(ln *lane, key redlimit.Key) {
+// ranOn ends ln's run: it returns the calls that queued up meanwhile, as
+// the lane's next run, or retires the lane when none did (and returns nil).
+// One run at a time keeps a log's calls in the order they were made.
+func (s *Store) ranOn(ln *lane) *laneRun {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
 	if len(ln.waiting) > 0 {
-		s.launch(ln, key)
-		return
+		all := len(ln.waiting)
+		n := min(all, maxBatch)
+		r := laneRunPool.Get().(*laneRun)
+		r.batch = append(r.batch[:0], ln.waiting[:n]...)
+		ln.waiting = append(ln.waiting[:0], ln.waiting[n:]...)
+		clear(ln.waiting[len(ln.waiting):all]) // the calls moved to r are r's now
+		return r
 	}
 	ln.busy, ln.dead = false, true
 	if ln.home.CompareAndDelete(ln.mapKey, ln) && ln.home == &s.clientLanes {
 		s.clientLaneCount.Add(-1)
 	}
+	return nil
 }
 
 // laneRun is a run of a lane's waiting calls; laneRunPool recycles them with
@@ -301,19 +309,16 @@ type laneRun struct {
 
 var laneRunPool = sync.Pool{New: func() any { return new(laneRun) }}
 
-// launch sends ln's waiting calls in a run in the background. ln.mu is held.
-func (s *Store) launch(ln *lane, key redlimit.Key) {
-	all := len(ln.waiting)
-	n := min(all, maxBatch)
-	r := laneRunPool.Get().(*laneRun)
-	r.batch = append(r.batch[:0], ln.waiting[:n]...)
-	ln.waiting = append(ln.waiting[:0], ln.waiting[n:]...)
-	clear(ln.waiting[len(ln.waiting):all]) // the calls moved to r are r's now
-	go s.runLane(ln, key, r)
+// runLane makes ln's runs, one after another, while calls keep queuing up.
+func (s *Store) runLane(ln *lane, key redlimit.Key, r *laneRun) {
+	for r != nil {
+		s.runOnce(ln, key, r)
+		r = s.ranOn(ln)
+	}
 }
 
-// runLane runs r's calls and answers their callers.
-func (s *Store) runLane(ln *lane, key redlimit.Key, r *laneRun) {
+// runOnce runs r's calls and answers their callers.
+func (s *Store) runOnce(ln *lane, key redlimit.Key, r *laneRun) {
 	w := &r.w
 	n := len(r.batch)
 	*w = work{key: key, keys: ln.keys, calls: slices.Grow(w.calls[:0], n)[:n], rs: slices.Grow(w.rs[:0], n)[:n]}
@@ -342,7 +347,6 @@ func (s *Store) runLane(ln *lane, key redlimit.Key, r *laneRun) {
 	if !abandoned {
 		laneRunPool.Put(r)
 	}
-	s.ranOn(ln, key)
 }
 
 // crossSlot: Redis refused a run whose keys are in several hash slots.

@@ -492,7 +492,6 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 		}
 	}
 	c := call{op: o, n: n, arg: arg3}
-	kc := s.encoded(known)
 	s.calls.Add(1)
 	if o == opAcquire && n == 1 {
 		if retry, now, cfg, ok := s.cachedRefusal(key, arg3); ok {
@@ -500,6 +499,7 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 		}
 	}
 	sent, gen := s.localNow(), s.refusals.gen.Load()
+	kc := s.encoded(known)
 	var out reply
 	if s.batching {
 		var err error

@@ -71,6 +71,19 @@ local dirty -- S changed: write it at the end of the limiter's calls
 local tailAt, tailPermits, tailKnown -- the sliding log's tail, read once
 local headK, headSum, headCut -- its head pairs at or before headCut: list elements, permits
 
+-- A grant at the tail's instant adds to the tail pair here, not in the
+-- list: write_tail puts it there once, before the list is read or changed
+-- otherwise, and at the end of the limiter's calls.
+local tailDirty
+
+local function write_tail()
+  if tailDirty then
+    redis.call('LSET', listKey, -1, str(tailPermits))
+    tailDirty = false
+  end
+end
+
+
 local algorithms = {['sliding-log'] = true, ['fixed-window'] = true, ['sliding-counter'] = true,
   ['token-bucket'] = true, ['leaky-bucket'] = true}
 local epochText -- the config's epoch as stored, which a state must carry
@@ -170,7 +183,7 @@ local function load(k, a)
     redis.call('DEL', listKey) -- a list whose state is gone
   end
   dirty = false
-  tailAt, tailPermits, tailKnown = nil, 0, false
+  tailAt, tailPermits, tailKnown, tailDirty = nil, 0, false, false
   headK, headSum, headCut = 0, 0, nil
   return flag, cfg
 end
@@ -196,7 +209,7 @@ end
 local function save(newExpiry)
   dirty = true
   if not newExpiry then
-    if hasList then redis.call('DEL', listKey) end
+    if hasList then redis.call('DEL', listKey); tailDirty = false end
     S = {}
     if W then W = {} end
     return
@@ -207,6 +220,7 @@ end
 -- flush writes the state once, as one string, with the TTL of the keys
 -- that hold only state (the limiter hash keeps its config, and its own TTL).
 local function flush()
+  if hasList then write_tail() end
   if not dirty then return end
   if not S.x then
     if not hadState then return end
@@ -274,6 +288,7 @@ end
 -- their permits.
 local function head_before(cut)
   if headCut == cut then return headK, headSum end
+  write_tail()
   -- Chunks that double from one pair: the head has mostly left the window
   -- by a pair or two, and every element read costs a Lua string.
   local idx, sum, size = 0, 0, 2
@@ -296,6 +311,7 @@ end
 
 -- Walks the pairs from the newest back; f(index, at, permits) returns true to stop.
 local function from_tail(f)
+  write_tail()
   local hi = redis.call('LLEN', listKey) - 1
   while hi >= 1 do
     local lo = hi - 63
@@ -322,6 +338,30 @@ local function take(idx, permits, want)
   return want
 end
 
+-- sl_commit writes back the live log: nothing past its expiry, else all but
+-- the k list elements at the head that have left the window. Only a change
+-- writes it back: a refusal changes nothing (State.Acquire).
+local function sl_commit(k)
+  if forgotten then
+    redis.call('DEL', listKey)
+    tailAt, tailPermits, tailKnown, tailDirty = nil, 0, true, false
+  elseif k > 0 then
+    write_tail()
+    redis.call('LTRIM', listKey, k, -1)
+    tailKnown = false -- after a change of interval the trim can reach the tail
+  end
+  -- Nothing at or before the cut is left, and within a batch now (and so
+  -- the cut) stays the same.
+  headK, headSum, headCut = 0, 0, now - interval
+end
+
+-- sl_finish saves the log's total and expiry after a cancel or release.
+local function sl_finish(total)
+  local t = tail()
+  S.t = total
+  if t then save(t + interval) else save(nil) end
+end
+
 local function sliding_log(op, n, arg3)
   local total = S.t or 0
   if op == 'available' then
@@ -332,9 +372,8 @@ local function sliding_log(op, n, arg3)
     if t and t > now then return reply(1, 0, 0, 0) end
     return reply(1, later(rate - total, 0), 0, 0)
   end
-  -- The live log: nothing past its expiry, else all but the entries at the
-  -- head that have left the window (k list elements). Only a change
-  -- writes it back (commit): a refusal changes nothing (State.Acquire).
+  -- The live log: all but the k list elements at the head that have left
+  -- the window (sl_commit writes it back).
   local k, sum = 0, 0
   if forgotten then
     total = 0
@@ -342,50 +381,32 @@ local function sliding_log(op, n, arg3)
     k, sum = head_before(now - interval)
     total = total - sum
   end
-  local function commit()
-    if forgotten then
-      redis.call('DEL', listKey)
-      tailAt, tailPermits, tailKnown = nil, 0, true
-    elseif k > 0 then
-      redis.call('LTRIM', listKey, k, -1)
-      tailKnown = false -- after a change of interval the trim can reach the tail
-    end
-    -- Nothing at or before the cut is left, and within a batch now (and so
-    -- the cut) stays the same.
-    headK, headSum, headCut = 0, 0, now - interval
-  end
-  local function finish()
-    local t = tail()
-    S.t = total
-    if t then save(t + interval) else save(nil) end
-  end
-
   if op == 'cancel' then
-    commit()
+    sl_commit(k)
     local got = 0
     from_tail(function(idx, a, p)
       if a < arg3 then return true end
       if a == arg3 then got = take(idx, p, n); return true end
     end)
     total = total - got
-    finish()
+    sl_finish(total)
     return reply(1, got, 0, 0)
   end
   if op == 'release' then
-    commit()
+    sl_commit(k)
     local got = 0
     from_tail(function(idx, a, p)
       if a <= now then got = got + take(idx, p, n - got) end
       return got >= n
     end)
     total = total - got
-    finish()
+    sl_finish(total)
     return reply(1, got, 0, 0)
   end
 
   -- acquire: the earliest instant, at or after now and the tail, where n fit.
   -- A tail that has left the window is before now, so it changes nothing
-  -- below whether or not commit drops it.
+  -- below whether or not sl_commit drops it.
   local maxWait = arg3
   local tAt, tPermits = tail()
   if forgotten then tAt, tPermits = nil, 0 end
@@ -394,6 +415,7 @@ local function sliding_log(op, n, arg3)
   local need = total + n - rate
   if need > 0 then
     local dropped, idx, found = 0, k, false
+    write_tail()
     while not found do
       local chunk = redis.call('LRANGE', listKey, idx, idx + 63)
       if #chunk == 0 then break end
@@ -415,11 +437,11 @@ local function sliding_log(op, n, arg3)
     if tAt and tAt > now then left = 0 end
     return reply(0, left, wait, 0)
   end
-  commit()
+  sl_commit(k)
   if tAt and tAt >= at then -- at is the tail: one entry per instant
-    tailPermits = tPermits + n
-    redis.call('LSET', listKey, -1, str(tailPermits))
+    tailPermits, tailDirty = tPermits + n, true
   else
+    write_tail()
     redis.call('RPUSH', listKey, str(at), str(n))
     tailAt, tailPermits = at, n
   end

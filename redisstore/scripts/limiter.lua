@@ -518,71 +518,79 @@ local function w_counts(t)
   return w, w_sum(w - interval, w), w_sum(w, w + interval)
 end
 
+-- The call being served: whether it is the counter, the windows a state
+-- keeps after the current one starts, the counter's tail.
+local wCounter, wKeep, wTailAt
+
+local function w_newest_tail(t0)
+  if wCounter then return later(t0, wTailAt) end
+  local t = w_tail()
+  if t then return later(t0, t) end
+  return t0
+end
+
+local function w_remaining()
+  if w_newest_tail(now) > now then return 0 end
+  local w, prev, cur = w_counts(now)
+  local weighed = 0
+  if wCounter then weighed = ceildiv(prev * (interval - (now - w)), interval) end
+  return later(rate - cur - weighed, 0)
+end
+
+local function w_finish()
+  local t = w_tail()
+  if not t then
+    S.a = nil
+    save(nil)
+  elseif wCounter then
+    S.a = wTailAt
+    save(window_start(t) + 2 * interval)
+  else
+    save(window_start(t) + interval)
+  end
+end
+
+local function w_prune() w_drop_before(window_start(now) - wKeep + interval) end
+
 local function windows(counter, op, n, arg3)
-  local keep = interval -- windows a state keeps after the current one starts
-  if counter then keep = 2 * interval end
-  local tailAt = S.a or 0
+  wCounter, wKeep = counter, interval
+  if counter then wKeep = 2 * interval end
+  wTailAt = S.a or 0
   if forgotten then
     -- Past its expiry the state is empty, and a call on an empty state is
     -- always granted (or only reads): clearing it now is no refusal's write.
     if op ~= 'available' then W = {} end
-    tailAt = 0
+    wTailAt = 0
   end
-  local function newest_tail(t0)
-    if counter then return later(t0, tailAt) end
-    local t = w_tail()
-    if t then return later(t0, t) end
-    return t0
-  end
-  local function remaining()
-    if newest_tail(now) > now then return 0 end
-    local w, prev, cur = w_counts(now)
-    local weighed = 0
-    if counter then weighed = ceildiv(prev * (interval - (now - w)), interval) end
-    return later(rate - cur - weighed, 0)
-  end
-  local function finish()
-    local t = w_tail()
-    if not t then
-      S.a = nil
-      save(nil)
-    elseif counter then
-      S.a = tailAt
-      save(window_start(t) + 2 * interval)
-    else
-      save(window_start(t) + interval)
-    end
-  end
-  local function prune() w_drop_before(window_start(now) - keep + interval) end
 
   if op == 'available' then
     if forgotten then return reply(1, rate, 0, 0) end
     -- Read-only: count as if pruned (sums look only at recent windows).
-    return reply(1, remaining(), 0, 0)
+    return reply(1, w_remaining(), 0, 0)
   end
   if op == 'cancel' then
-    prune()
+    w_prune()
     local got = w_take(arg3, n, interval)
-    finish()
+    w_finish()
     return reply(1, got, 0, 0)
   end
   if op == 'release' then
-    prune()
+    w_prune()
     local got
     if not counter then
       got = w_take(now, n, interval)
-    elseif tailAt > now then
+    elseif wTailAt > now then
       got = w_take(window_start(now) - 1, n, 2 * interval)
     else
       got = w_take(now, n, 2 * interval)
     end
-    finish()
+    w_finish()
     return reply(1, got, 0, 0)
   end
 
   -- acquire
   local maxWait = arg3
-  local at = newest_tail(now)
+  local at = w_newest_tail(now)
   if counter then
     while true do
       local w, prev, cur = w_counts(at)
@@ -603,13 +611,13 @@ local function windows(counter, op, n, arg3)
   at = by_expiry(at)
   local wait = at - now
   if maxWait >= 0 and wait > maxWait then
-    return reply(0, remaining(), wait, 0) -- a refusal changes nothing
+    return reply(0, w_remaining(), wait, 0) -- a refusal changes nothing
   end
-  prune()
+  w_prune()
   w_add(window_start(at), n)
-  if counter then tailAt = at end
-  finish()
-  return reply(1, remaining(), wait, at)
+  if counter then wTailAt = at end
+  w_finish()
+  return reply(1, w_remaining(), wait, at)
 end
 
 ---------------------------------------------------------------- token-bucket and leaky-bucket

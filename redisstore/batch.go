@@ -419,8 +419,9 @@ type sharedDeadline struct {
 // Grouping: on one server (a *redis.Client, Sentinel's included) the works
 // of different limiters go together too. At most maxInFlight runs are in
 // flight at once; a work that comes while they are joins the group's next
-// run, which carries up to maxWorks works. A limiter's works never overlap:
-// its lane sends the next only after the last is answered. On a Cluster
+// run, which carries up to maxWorks works. A limiter's works do not overlap:
+// its lane sends the next only after the last is answered (or given up at
+// its callers' deadline, when it may still be in a group's run). On a Cluster
 // every limiter may live on another node, so works go one by one.
 
 const (
@@ -448,8 +449,9 @@ var queuedPool = sync.Pool{New: func() any { return &queued{done: make(chan stru
 
 // send makes w's calls in a script run, with other limiters' works when the
 // store groups them; deadline is that of the most patient caller (zero:
-// ctx's); guard as for runWorks. It returns an error when the run could not
-// be made (ctx ended first); otherwise w holds the outcome.
+// ctx's); guard as for runWorks. It returns an error when ctx ended before
+// the run was over, and then w may still be written to by a group's run;
+// otherwise w holds the outcome.
 func (s *Store) send(ctx context.Context, w *work, deadline time.Time, guard bool) error {
 	g := s.group
 	if g == nil || s.crossSlotRefused.Load() {

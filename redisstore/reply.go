@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/redlimit/redlimit"
 )
@@ -171,7 +172,8 @@ func decodeReplies(raw any, works []*work) error {
 			if err != nil {
 				return err
 			}
-			cfg, err := decodeConfig(text)
+			// A copy: the config outlives the reply, which it would keep.
+			cfg, err := decodeConfig(strings.Clone(text))
 			if err != nil {
 				return fmt.Errorf("limiter %q: %w", w.key.Name, err)
 			}

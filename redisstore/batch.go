@@ -75,7 +75,7 @@ func (w *work) lone(c call) {
 // the same instant, and returns a reply for each.
 func (s *Store) runCalls(ctx context.Context, key redlimit.Key, known *encodedConfig, calls []call) ([]reply, error) {
 	w := &work{key: key, known: known, calls: calls, rs: make([]reply, len(calls))}
-	s.runWorks(ctx, []*work{w}, true)
+	s.runWorks(ctx, []*work{w})
 	return w.rs, w.err
 }
 
@@ -94,10 +94,8 @@ func boxArg(v int64) any {
 }
 
 // runWorks makes the calls of several logs (of one server, or one Cluster
-// slot) in one script run and sets each work's replies or error. guard:
-// return at ctx's end even if the client would wait longer (a caller's own
-// call; a run in the background has no caller to return to).
-func (s *Store) runWorks(ctx context.Context, works []*work, guard bool) {
+// slot) in one script run and sets each work's replies or error.
+func (s *Store) runWorks(ctx context.Context, works []*work) {
 	nk := 4 * len(works)
 	n := 3 + nk + 1
 	for _, w := range works {
@@ -124,7 +122,7 @@ func (s *Store) runWorks(ctx context.Context, works []*work, guard bool) {
 	}
 	c.args = c.cmd[3+nk:]
 	s.runs.Add(1)
-	raw, err := s.evalLimiter(ctx, writes, guard, c)
+	raw, err := s.evalLimiter(ctx, writes, c)
 	if err == nil {
 		// Answered: nothing reads c any more.
 		clear(c.cmd)
@@ -138,7 +136,7 @@ func (s *Store) runWorks(ctx context.Context, works []*work, guard bool) {
 		// anything: from now on each limiter's calls go alone.
 		s.crossSlotRefused.Store(true)
 		for _, w := range works {
-			s.runWorks(ctx, []*work{w}, guard)
+			s.runWorks(ctx, []*work{w})
 		}
 		return
 	}
@@ -242,7 +240,7 @@ func (s *Store) batched(ctx context.Context, key redlimit.Key, known *encodedCon
 			w := loneWorks.Get().(*work)
 			*w = work{key: key, keys: ln.keys, known: known}
 			w.lone(c)
-			err := s.send(ctx, w, time.Time{}, true)
+			err := s.send(ctx, w, time.Time{})
 			if r := s.ranOn(ln); r != nil {
 				go s.runLane(ln, key, r) // this caller returns
 			}
@@ -331,7 +329,7 @@ func (s *Store) runOnce(ln *lane, key redlimit.Key, r *laneRun) {
 		pt.add(p.deadline)
 	}
 	ctx, deadline := s.backgroundContext(&pt)
-	err := s.send(ctx, w, deadline, false)
+	err := s.send(ctx, w, deadline)
 	abandoned := err != nil // a group's run may still write to w
 	if err == nil {
 		err = w.err
@@ -449,20 +447,20 @@ var queuedPool = sync.Pool{New: func() any { return &queued{done: make(chan stru
 
 // send makes w's calls in a script run, with other limiters' works when the
 // store groups them; deadline is that of the most patient caller (zero:
-// ctx's); guard as for runWorks. It returns an error when ctx ended before
+// ctx's). It returns an error when ctx ended before
 // the run was over, and then w may still be written to by a group's run;
 // otherwise w holds the outcome.
-func (s *Store) send(ctx context.Context, w *work, deadline time.Time, guard bool) error {
+func (s *Store) send(ctx context.Context, w *work, deadline time.Time) error {
 	g := s.group
 	if g == nil || s.crossSlotRefused.Load() {
-		s.runWorks(ctx, []*work{w}, guard)
+		s.runWorks(ctx, []*work{w})
 		return nil
 	}
 	g.mu.Lock()
 	if g.inflight < maxInFlight {
 		g.inflight++
 		g.mu.Unlock()
-		s.runWorks(ctx, []*work{w}, guard)
+		s.runWorks(ctx, []*work{w})
 		s.nextRun(g)
 		return nil
 	}
@@ -517,7 +515,7 @@ func (s *Store) nextRun(g *group) {
 			pt.add(q.deadline)
 		}
 		ctx, _ := s.backgroundContext(&pt)
-		s.runWorks(ctx, works, false)
+		s.runWorks(ctx, works)
 		for _, q := range batch {
 			q.done <- struct{}{}
 		}

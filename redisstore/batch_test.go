@@ -112,7 +112,7 @@ func TestBatchDifferential(t *testing.T) {
 				errs = append(errs, werr)
 				which = append(which, li)
 			}
-			red.runWorks(ctx, works, true)
+			red.runWorks(ctx, works)
 			for wi, w := range works {
 				want := wants[wi]
 				if errs[wi] != nil || w.err != nil {
@@ -326,7 +326,7 @@ func TestForeignDataInARun(t *testing.T) {
 		}
 		works = append(works, &work{key: redlimit.Key{Name: name, Client: "c"}, known: encode(cfg), calls: []call{{opAcquire, 1, 0}}})
 	}
-	s.runWorks(ctx, works, true)
+	s.runWorks(ctx, works)
 	for i, want := range []error{nil, redlimit.ErrCorrupt, nil, nil} {
 		w := works[i]
 		if want == nil && (w.err != nil || w.rs[0].code != 1) {

@@ -263,13 +263,15 @@ var fcallName, limiterFunctionName any = "fcall", limiterFunction
 
 // evalLimiter runs limiter.lua: as a function where Redis has it (loaded on
 // first use, and again after Redis lost it), else as a script.
-func (s *Store) evalLimiter(ctx context.Context, writes, guard bool, c *limiterCall) (any, error) {
+func (s *Store) evalLimiter(ctx context.Context, writes bool, c *limiterCall) (any, error) {
 	d, ok := s.scripter.(doer)
 	if off := s.functionsOff.Load(); !ok || off != 0 && time.Now().UnixNano() < off || (s.acks > 0 && writes) {
 		return s.eval(ctx, limiterScript, writes, c.keys, c.args...)
 	}
-	if !guard || !s.mustGuard(ctx) {
-		return s.fcall(ctx, d, c) // no closure to allocate
+	if !s.mustGuard(ctx) {
+		// The client keeps to ctx (or it has no end: a run in the
+		// background): no closure to allocate.
+		return s.fcall(ctx, d, c)
 	}
 	return within(s, ctx, func(ctx context.Context) (any, error) { return s.fcall(ctx, d, c) })
 }

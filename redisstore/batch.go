@@ -71,12 +71,12 @@ func (w *work) lone(c call) {
 	w.calls, w.rs = w.one[:], w.oneRep[:]
 }
 
-// runCalls makes calls on key's log in one script run, one after another at
-// the same instant, and returns a reply for each.
-func (s *Store) runCalls(ctx context.Context, key redlimit.Key, known *encodedConfig, calls []call) ([]reply, error) {
-	w := &work{key: key, known: known, calls: calls, rs: make([]reply, len(calls))}
+// runOne makes c on key's log in a script run of its own (WithoutBatching).
+func (s *Store) runOne(ctx context.Context, key redlimit.Key, known *encodedConfig, c call) (reply, error) {
+	w := &work{key: key, known: known}
+	w.lone(c)
 	s.runWorks(ctx, []*work{w})
-	return w.rs, w.err
+	return w.rs[0], w.err
 }
 
 // limiterCalls recycles the commands of runs that were answered.

@@ -503,17 +503,14 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 	sent, gen := s.localNow(), s.refusals.gen.Load()
 	kc := s.encoded(known)
 	var out reply
+	var err error
 	if s.batching {
-		var err error
-		if out, err = s.batched(ctx, key, kc, c); err != nil {
-			return reply{}, err
-		}
+		out, err = s.batched(ctx, key, kc, c)
 	} else {
-		rs, err := s.runCalls(ctx, key, kc, []call{c})
-		if err != nil {
-			return reply{}, err
-		}
-		out = rs[0]
+		out, err = s.runOne(ctx, key, kc, c)
+	}
+	if err != nil {
+		return reply{}, err
 	}
 	if o == opAcquire {
 		s.noteAcquire(key, sent, gen, n, out)

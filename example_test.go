@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/memstore"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
-// A limiter of 3 permits per 10 seconds (seed 002's example): the first
-// three calls are granted, the fourth is told when to come back.
+// A limiter of 3 permits per 10 seconds: the first three calls are
+// granted, the fourth is told when to come back.
 func Example() {
 	ctx := context.Background()
 	store := memstore.New() // or redisstore.New(redisClient) to share the limit
@@ -107,4 +112,60 @@ func ExampleMode() {
 	fmt.Println(ra.Allowed, rb.Allowed, ra2.Allowed)
 	// Output:
 	// true true false
+}
+
+// downRedis is a client of a Redis that cannot be reached: every dial is
+// refused at once, as when nothing listens on the port.
+func downRedis() *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr: "127.0.0.1:6379", MaxRetries: -1, DialerRetries: 1,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+		},
+	})
+}
+
+// While Redis cannot be reached, a limiter fails closed by default: the
+// caller gets ErrUnavailable with a refusal. FailOpen grants instead, with
+// Result.Degraded set, for limits whose outage must not become the
+// service's. (downRedis is a client of a Redis that is down.)
+func ExampleWithFailurePolicy() {
+	ctx := context.Background()
+	rdb := downRedis()
+	defer rdb.Close()
+	store, _ := redisstore.New(rdb)
+	cfg := redlimit.WithConfig(redlimit.PerSecond(10))
+
+	closed, _ := redlimit.New(store, "api", cfg)
+	r, err := closed.TryAcquire(ctx, 1)
+	fmt.Printf("fail closed: allowed=%v degraded=%v unavailable=%v\n", r.Allowed, r.Degraded, errors.Is(err, redlimit.ErrUnavailable))
+
+	open, _ := redlimit.New(store, "api", cfg, redlimit.WithFailurePolicy(redlimit.FailOpen))
+	r, err = open.TryAcquire(ctx, 1)
+	fmt.Printf("fail open: allowed=%v degraded=%v err=%v\n", r.Allowed, r.Degraded, err)
+	// Output:
+	// fail closed: allowed=false degraded=true unavailable=true
+	// fail open: allowed=true degraded=true err=<nil>
+}
+
+// WithFallback decides in a store of this process while Redis cannot be
+// reached, at a share of the limit: with 2 instances of a service, each
+// takes half. (downRedis is a client of a Redis that is down.)
+func ExampleWithFallback() {
+	ctx := context.Background()
+	rdb := downRedis()
+	defer rdb.Close()
+	store, _ := redisstore.New(rdb)
+	local := memstore.New() // one per process, shared by its limiters
+	l, _ := redlimit.New(store, "api",
+		redlimit.WithConfig(redlimit.PerMinute(4)), // the fallback needs the config
+		redlimit.WithFallback(local, 0.5))
+	for i := 1; i <= 3; i++ {
+		r, err := l.TryAcquire(ctx, 1)
+		fmt.Printf("call %d: allowed=%v degraded=%v err=%v\n", i, r.Allowed, r.Degraded, err)
+	}
+	// Output:
+	// call 1: allowed=true degraded=true err=<nil>
+	// call 2: allowed=true degraded=true err=<nil>
+	// call 3: allowed=false degraded=true err=<nil>
 }

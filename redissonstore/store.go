@@ -59,7 +59,7 @@ const (
 	// the config hash's TTL on every acquire. Since late 2024 the hash may
 	// also carry keepAliveTime, which then renews every key's TTL instead.
 	Current Layout = iota
-	// Legacy is the layout of Redisson up to 3.16.x, the one seed 001
+	// Legacy is the layout of Redisson up to 3.16.x, the one an article
 	// quotes: members are struct 'fI' (the random long as a 4-byte float,
 	// the permits as a 4-byte unsigned int), a refused request is told to
 	// wait until the nearest grant in the window ages out, and nothing

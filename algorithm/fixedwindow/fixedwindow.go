@@ -2,7 +2,7 @@
 // Rate permits in each window of Interval on a grid aligned to the clock
 // (whole seconds, minutes, hours, UTC days). One counter per window, so it is
 // cheap; but up to 2 x Rate can pass in one Interval that straddles a
-// boundary (seed 001 warns of it; the tests show it).
+// boundary (a known weakness; the tests show it).
 //
 // A request that does not fit its window waits for the next window's start.
 // Waiters are served first come, first served: no one is granted before a

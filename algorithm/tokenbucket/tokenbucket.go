@@ -1,6 +1,6 @@
 // Package tokenbucket holds the rules of the token bucket: a bucket of Burst
 // tokens that refills at Rate per Interval, lazily, from the time elapsed
-// (Guava's resync, seed 001); a request takes n tokens. Bursts up to Burst
+// (Guava's resync); a request takes n tokens. Bursts up to Burst
 // pass at once, the long-run rate is Rate per Interval. O(1) state.
 //
 // A request may take tokens the bucket does not have yet: it is then a

@@ -1,5 +1,5 @@
 // Package redissonseed reads Redisson's RRateLimiter scripts (up to 3.16.x)
-// out of seed 001, the article that quotes them, so that the interop tests
+// out of the article that quotes them (File), so that the interop tests
 // and the benchmark run Redisson's own Lua rather than a copy of ours.
 package redissonseed
 

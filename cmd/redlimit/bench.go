@@ -10,6 +10,22 @@ import (
 	"time"
 )
 
+// benchCmd is "redlimit bench".
+var benchCmd = &command{
+	name:      "bench",
+	summary:   "measure redlimit beside its peers (runs the source tree's bench/ module)",
+	synopsis:  "[--quick] [--duration 2s] [--callers 1,8,64,256] [--json FILE] [--svg FILE] [--redis URL] ...",
+	noStore:   true,
+	passFlags: true,
+	run:       cmdBench,
+	help: `
+Runs the benchmark of the source tree (bench/, a Go module of its own) with
+"go run . FLAGS" there, found by walking up from the working directory: it
+needs the source tree and the Go toolchain, as its peers (redis_rate,
+x/time/rate) are not compiled into this command on purpose. Every flag goes
+to it; "redlimit bench -h" lists them. See bench/README.md.`,
+}
+
 // benchCWDEnv tells the benchmark the caller's directory, so that relative
 // --json and --svg paths mean what the caller meant (it runs in bench/).
 const benchCWDEnv = "REDLIMIT_BENCH_CWD"

@@ -10,6 +10,20 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
+// demoCmd is "redlimit demo".
+var demoCmd = &command{
+	name:     "demo",
+	summary:  "callers wait in Acquire on one limiter; prints each grant as it happens",
+	synopsis: "[--callers 20] [--rate 1] [--interval 1s] [--permits 1] [--name demo]",
+	run:      cmdDemo,
+	help: `
+Starts the callers at once; each waits in Acquire for its permits from one
+overall limiter of rate per interval, reset first so that every run starts
+afresh. Prints each grant as it happens (its time since the start and how
+long the caller waited), then how long serving everyone took: with the
+defaults about 19s, callers served in the order they asked.`,
+}
+
 // maxCallers bounds --callers: each caller is a goroutine and a line.
 const maxCallers = 100000
 

@@ -10,6 +10,31 @@ import (
 	"github.com/redlimit/redlimit/simulate"
 )
 
+// simulateCmd is "redlimit simulate".
+var simulateCmd = &command{
+	name:     "simulate",
+	summary:  "run one stream of requests through every algorithm on virtual time",
+	synopsis: "[--traffic steady|bursty|ramp|on-off] [--rate 10] [--interval 1s] [--duration 10s]\n[--bucket 100ms] [--seed 1] [--svg FILE]",
+	noStore:  true,
+	run:      cmdSimulate,
+	help: `
+Sends one made-up stream of requests, each a TryAcquire of one permit,
+through every algorithm configured with the same rate and interval (token
+bucket burst and leaky bucket capacity: the rate, unless --burst or
+--capacity), each on a memory store of its own, on virtual time: it takes
+no time and the same flags give the same result. Prints per algorithm the
+requests admitted and refused, the most admitted in any sliding window of
+the interval (and that over the rate), in any tenth of it, and the longest
+gap between admissions; --svg FILE also draws the requests admitted and
+refused over time, one panel per algorithm.
+
+Traffic, scaled to the rate: steady (evenly at 2 x the rate), bursty (quiet
+spells, then bursts at 3 x the rate at random times: --seed), ramp (from 0
+to 4 x the rate), on-off (intervals at 4 x the rate and of silence, each
+straddling a window boundary; --offset moves the traffic against the
+clock's window grid).`,
+}
+
 // cmdSimulate is "redlimit simulate": one stream of requests through every
 // algorithm, on virtual time.
 func cmdSimulate(ctx context.Context, c *cli, cmd *command, args []string) int {

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// command is a subcommand: one row of the command table, defined in the
+// command's own file beside its run function.
+type command struct {
+	name     string
+	summary  string // one line, for the list of commands in 'redlimit help'
+	synopsis string // its arguments, after "redlimit NAME"
+	help     string // what it does, for its -h
+	wantName bool   // takes the NAME positional
+	noStore  bool   // uses no store: no --redis, --prefix
+	// passFlags: its flags go to another program (bench), whose -h is
+	// not this command's help.
+	passFlags bool
+	run       func(ctx context.Context, c *cli, cmd *command, args []string) int
+}
+
+// commands is the command table, in the order of the usage text: dispatch,
+// 'redlimit help' and the package documentation (doc.go, generated from the
+// usage by TestDoc) all read it. It is filled in init because the help
+// command reads it.
+var commands []*command
+
+func init() {
+	commands = []*command{
+		demoCmd,
+		setRateCmd,
+		acquireCmd,
+		getCmd,
+		deleteCmd,
+		migrateCmd,
+		simulateCmd,
+		benchCmd,
+	}
+}
+
+// lookup returns the command called name, or nil.
+func lookup(name string) *command {
+	for _, cmd := range commands {
+		if cmd.name == name {
+			return cmd
+		}
+	}
+	return nil
+}
+
+// algorithmsHelp lists the algorithms for the help of the commands that set
+// a config.
+const algorithmsHelp = `
+
+Algorithms (--algorithm, default sliding-log):
+  sliding-log      at most rate permits in any window of the interval (exact)
+  fixed-window     at most rate per window of the interval aligned to the clock
+                   (1s, 1m, 1h, 24h: whole seconds, minutes, hours, UTC days);
+                   up to 2 x rate in an interval across a window boundary
+  sliding-counter  the previous window weighed by its overlap: O(1), approximate
+  token-bucket     bursts of up to --burst (default: the rate), rate per
+                   interval in the long run
+  leaky-bucket     grants spaced interval/rate apart; --capacity (default: the
+                   rate) permits may wait in its queue`
+
+const usageHead = `redlimit: distributed rate limiters (in the style of Redisson's RRateLimiter)
+
+Usage:
+`
+
+const usageTail = `
+Every command but simulate also takes, before or after NAME:
+  --redis URL   the Redis to use (default $REDIS_URL): redis://host:6379/0,
+                rediss://... (TLS), redis+sentinel://s1:26379?master_name=M&addr=s2:26379,
+                redis+cluster://n1:6379?addr=n2:6379;
+                empty: an in-memory store that lives only as long as the command
+  --prefix P    the Redis key prefix (default "redlimit:")
+Every command takes:
+  --json        print one JSON object on stdout instead of text (errors stay
+                text on stderr)
+
+Algorithms (--algorithm): sliding-log (the default), fixed-window,
+sliding-counter, token-bucket (--burst), leaky-bucket (--capacity).
+Durations are Go durations: 500ms, 1s, 1m, 1h30m; --per second|minute|hour|day
+may replace --interval.
+Exit status: 0 success (acquire: granted), 1 acquire refused, 2 bad usage or error.
+Run 'redlimit COMMAND -h' for a command's flags.
+`
+
+// usage writes the command's usage: the synopses and summaries of the
+// command table, then what every command shares.
+func usage(w io.Writer) {
+	fmt.Fprint(w, usageHead)
+	for _, cmd := range commands {
+		fmt.Fprintf(w, "  redlimit %-9s %s\n", cmd.name, indent(cmd.synopsis, 21))
+	}
+	fmt.Fprint(w, "\nCommands:\n")
+	for _, cmd := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", cmd.name, cmd.summary)
+	}
+	fmt.Fprint(w, usageTail)
+}
+
+// commandHelp writes cmd's help: its synopsis, what it does and its flags
+// (what 'redlimit COMMAND -h' prints).
+func commandHelp(w io.Writer, cmd *command) {
+	if cmd.passFlags {
+		fmt.Fprintf(w, "%s\n%s\n", synopsisLine(cmd), cmd.help)
+		return
+	}
+	// The flags are defined where they are parsed, in the command's run:
+	// it prints this help for -h before it touches anything.
+	c := &cli{stdout: w, stderr: w}
+	cmd.run(context.Background(), c, cmd, []string{"-h"})
+}
+
+// synopsisLine is "usage: redlimit NAME SYNOPSIS", its continuation lines
+// aligned under the first argument.
+func synopsisLine(cmd *command) string {
+	head := "usage: redlimit " + cmd.name + " "
+	return head + indent(cmd.synopsis, len(head))
+}
+
+// indent indents the lines of s after the first by n spaces.
+func indent(s string, n int) string {
+	return strings.ReplaceAll(s, "\n", "\n"+strings.Repeat(" ", n))
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/redisstore"
+)
+
+// storeFlags are the flags every command takes.
+type storeFlags struct {
+	redisURL string
+	prefix   string
+	json     bool
+}
+
+// flagSet returns the flag set of cmd, with the flags every command takes.
+func (c *cli) flagSet(cmd *command, sf *storeFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("redlimit "+cmd.name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(c.stderr, "%s\n%s\n\nFlags:\n", synopsisLine(cmd), cmd.help)
+		fs.PrintDefaults()
+	}
+	if !cmd.noStore {
+		// $REDIS_URL is read in parse, not shown as a default: it may hold a password.
+		fs.StringVar(&sf.redisURL, "redis", "", "Redis `URL` (default $REDIS_URL); empty: an in-memory store that lives as long as the command")
+		fs.StringVar(&sf.prefix, "prefix", redisstore.DefaultPrefix, "Redis key `prefix`")
+	}
+	fs.BoolVar(&sf.json, "json", false, "print one JSON object on stdout")
+	return fs
+}
+
+// parse parses args: flags, then NAME if cmd takes it, then flags again. It
+// reports false after printing what was wrong.
+func (c *cli) parse(fs *flag.FlagSet, cmd *command, args []string) (name string, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		return "", false // the flag package printed the error and the usage
+	}
+	rest := fs.Args()
+	if cmd.wantName {
+		if len(rest) == 0 {
+			c.usageError(cmd, "missing NAME")
+			return "", false
+		}
+		name = rest[0]
+		if err := fs.Parse(rest[1:]); err != nil {
+			return "", false
+		}
+		rest = fs.Args()
+	}
+	if len(rest) > 0 {
+		c.usageError(cmd, fmt.Sprintf("unexpected argument %q", rest[0]))
+		return "", false
+	}
+	if f := fs.Lookup("redis"); f != nil && !given(fs)["redis"] {
+		_ = f.Value.Set(c.getenv("REDIS_URL")) // a string flag: never fails
+	}
+	return name, true
+}
+
+func (c *cli) usageError(cmd *command, msg string) {
+	fmt.Fprintf(c.stderr, "redlimit %s: %s\n%s\nRun 'redlimit %s -h' for its flags.\n", cmd.name, msg, synopsisLine(cmd), cmd.name)
+}
+
+// configFlags are the flags that describe a config.
+type configFlags struct {
+	fs              *flag.FlagSet
+	rate            int64
+	interval        time.Duration
+	per             string
+	mode            string
+	algorithm       string
+	burst, capacity int64
+}
+
+// configFlagNames are the flags register adds.
+var configFlagNames = []string{"rate", "interval", "per", "mode", "algorithm", "burst", "capacity"}
+
+func (cf *configFlags) register(fs *flag.FlagSet, rateHelp string) {
+	cf.fs = fs
+	fs.Int64Var(&cf.rate, "rate", 0, rateHelp)
+	fs.StringVar(&cf.mode, "mode", "overall", "`mode`: overall (one limit shared by all clients) or per-client")
+	fs.StringVar(&cf.algorithm, "algorithm", string(redlimit.SlidingLog), fmt.Sprintf("the `algorithm`: one of %v", redlimit.Algorithms))
+	fs.DurationVar(&cf.interval, "interval", 0, "the `interval` of the rate, a whole number of milliseconds (1s, 1m, ...); fixed windows are this long, aligned to the clock")
+	fs.StringVar(&cf.per, "per", "", "the interval as a `unit`: second, minute, hour or day (instead of --interval)")
+	fs.Int64Var(&cf.burst, "burst", 0, "token-bucket only: the bucket's size, the most permits granted at once (default: the rate)")
+	fs.Int64Var(&cf.capacity, "capacity", 0, "leaky-bucket only: the most permits waiting in the queue (default: the rate)")
+}
+
+// perUnits are the units of --per.
+var perUnits = map[string]time.Duration{"second": time.Second, "minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour}
+
+// resolveInterval applies --per, which may not come with --interval. It
+// reports whether an interval was given either way.
+func (cf *configFlags) resolveInterval() (bool, error) {
+	set := given(cf.fs)
+	if !set["per"] {
+		return set["interval"], nil
+	}
+	if set["interval"] {
+		return true, errors.New("--per and --interval cannot be combined (--per sets the interval)")
+	}
+	d, ok := perUnits[strings.ToLower(cf.per)]
+	if !ok {
+		return true, fmt.Errorf("invalid --per %q: must be second, minute, hour or day", cf.per)
+	}
+	cf.interval = d
+	return true, nil
+}
+
+// config returns the config the flags describe (after resolveInterval),
+// checked: the library's typed errors say when --burst or --capacity do not
+// fit the algorithm.
+func (cf *configFlags) config() (redlimit.Config, error) {
+	alg, err := redlimit.ParseAlgorithm(cf.algorithm)
+	if err != nil {
+		return redlimit.Config{}, err
+	}
+	mode, err := redlimit.ParseMode(cf.mode)
+	if err != nil {
+		return redlimit.Config{}, err
+	}
+	if err := cf.checkSizes(); err != nil {
+		return redlimit.Config{}, err
+	}
+	c := redlimit.PerInterval(cf.rate, cf.interval).WithMode(mode).WithAlgorithm(alg)
+	c.Burst, c.Capacity = cf.burst, cf.capacity
+	return c.Normalize()
+}
+
+// checkSizes rejects an explicit --burst 0 or --capacity 0, which the
+// library would read as "the default" without a word.
+func (cf *configFlags) checkSizes() error {
+	set := given(cf.fs)
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"burst", cf.burst}, {"capacity", cf.capacity}} {
+		if set[f.name] && f.v == 0 {
+			return fmt.Errorf("invalid --%s 0: must be at least 1 (leave it out for the default, the rate)", f.name)
+		}
+	}
+	return nil
+}
+
+// given lists the names of the flags set on the command line.
+func given(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
+// configJSON is a config in JSON output. Burst and capacity appear with

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redlimit/redlimit"
+)
+
+// errorf prints a message for cmd on stderr and returns exitError.
+func (c *cli) errorf(cmd *command, format string, args ...any) int {
+	fmt.Fprintf(c.stderr, "redlimit %s: %s\n", cmd.name, fmt.Sprintf(format, args...))
+	return exitError
+}
+
+// fail prints err for cmd on stderr and returns exitError. Library errors
+// are descriptive already; only their "redlimit: " is dropped.
+func (c *cli) fail(cmd *command, err error) int {
+	msg := strings.TrimPrefix(err.Error(), "redlimit: ")
+	if errors.Is(err, context.Canceled) {
+		msg = "interrupted: " + msg
+	}
+	return c.errorf(cmd, "%s", msg)
+}
+
+// the algorithms they belong to.
+type configJSON struct {
+	Algorithm  string `json:"algorithm"`
+	Mode       string `json:"mode"`
+	Rate       int64  `json:"rate"`
+	Interval   string `json:"interval"`
+	IntervalMS int64  `json:"interval_ms"`
+	Burst      int64  `json:"burst,omitempty"`
+	Capacity   int64  `json:"capacity,omitempty"`
+}
+
+func toJSON(cfg redlimit.Config) configJSON {
+	alg := cfg.Algorithm
+	if alg == "" {
+		alg = redlimit.SlidingLog
+	}
+	return configJSON{Algorithm: string(alg), Mode: cfg.Mode.String(), Rate: cfg.Rate, Interval: cfg.Interval.String(), IntervalMS: cfg.Interval.Milliseconds(),
+		Burst: cfg.Burst, Capacity: cfg.Capacity}
+}
+
+// printJSON writes v as one line of JSON on stdout.
+func (c *cli) printJSON(cmd *command, v any) int {
+	if err := json.NewEncoder(c.stdout).Encode(v); err != nil {
+		return c.fail(cmd, err)
+	}
+	return exitOK
+}
+
+func plural(n int64, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redlimit/redlimit"
+)
+
+// setRateCmd is "redlimit set-rate".
+var setRateCmd = &command{
+	name:     "set-rate",
+	summary:  "store a limiter's config (SetRate, or TrySetRate with --try)",
+	synopsis: "NAME --rate N (--interval D | --per UNIT) [--algorithm A] [--burst N] [--capacity N]\n[--mode overall|per-client] [--reset] [--try]",
+	wantName: true,
+	run:      cmdSetRate,
+	help: `
+Stores the limiter's config for every client and prints it. By default
+(SetRate) the permits already granted still count under the new config
+(unless the algorithm changes: another algorithm's state means nothing, so
+it starts afresh); --reset starts from nothing. --try (TrySetRate) writes
+only where no config is stored: it reports whether it did, and a different
+stored config is an error.` + algorithmsHelp,
+}
+
+// cmdSetRate is "redlimit set-rate".
+func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
+	var sf storeFlags
+	fs := c.flagSet(cmd, &sf)
+	var cf configFlags
+	cf.register(fs, "permits per interval (required)")
+	reset := fs.Bool("reset", false, "start afresh: the permits already granted no longer count")
+	try := fs.Bool("try", false, "TrySetRate: store the config only if none is stored")
+	name, ok := c.parse(fs, cmd, args)
+	if !ok {
+		return exitError
+	}
+	set := given(fs)
+	hasInterval, err := cf.resolveInterval()
+	if err != nil {
+		c.usageError(cmd, err.Error())
+		return exitError
+	}
+	if !set["rate"] || !hasInterval {
+		c.usageError(cmd, "--rate and --interval are required (or --per instead of --interval)")
+		return exitError
+	}
+	if *reset && *try {
+		c.usageError(cmd, "--reset and --try cannot be combined (--try never changes a stored config)")
+		return exitError
+	}
+	cfg, err := cf.config()
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	l, closeStore, err := c.openLimiter(&sf, name)
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	defer closeStore()
+
+	// The config before, to tell a reset apart: a new algorithm starts
+	// afresh even without --reset.
+	before, err := l.Config(ctx)
+	existed := err == nil
+	if err != nil && !errors.Is(err, redlimit.ErrNotInitialized) {
+		return c.fail(cmd, err)
+	}
+
+	written := true
+	if *try {
+		written, err = l.TrySetRate(ctx, cfg)
+	} else {
+		var opts []redlimit.SetOption
+		if *reset {
+			opts = append(opts, redlimit.ResetState())
+		}
+		err = l.SetRate(ctx, cfg, opts...)
+	}
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	stored, err := l.Config(ctx)
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	// Another epoch: the permits granted before no longer count.
+	afresh := written && existed && stored.Epoch != before.Epoch
+
+	if sf.json {
+		return c.printJSON(cmd, struct {
+			Name   string     `json:"name"`
+			Set    bool       `json:"set"`
+			Reset  bool       `json:"reset"`
+			Config configJSON `json:"config"`
+		}{name, written, *reset || afresh, toJSON(stored)})
+	}
+	switch {
+	case !written:
+		fmt.Fprintf(c.stdout, "unchanged %q: %s is set already\n", name, stored)
+	case *reset:
+		fmt.Fprintf(c.stdout, "set %q: %s, state reset\n", name, stored)
+	case afresh && before.Algorithm != stored.Algorithm:
+		fmt.Fprintf(c.stdout, "set %q: %s, state reset (the algorithm was %s)\n", name, stored, before.Algorithm)
+	case afresh:
+		fmt.Fprintf(c.stdout, "set %q: %s, state reset (changed by another client meanwhile)\n", name, stored)
+	default:
+		fmt.Fprintf(c.stdout, "set %q: %s\n", name, stored)
+	}
+	return exitOK
+}

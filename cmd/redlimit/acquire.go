@@ -36,9 +36,9 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 	permits := fs.Int64("permits", 1, "`number` of permits to acquire")
 	wait := fs.Duration("wait", 0, "wait at most this `duration` for the permits (0: refuse at once)")
 	client := fs.String("client", "", "client `ID`: selects this client's limit in per-client mode (default: a new client)")
-	name, ok := c.parse(fs, cmd, args)
+	name, code, ok := c.parse(fs, cmd, args)
 	if !ok {
-		return exitError
+		return code
 	}
 	var opts []redlimit.Option
 	set := given(fs)
@@ -87,7 +87,7 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 		return c.fail(cmd, err)
 	}
 
-	code := exitOK
+	code = exitOK
 	if !res.Allowed {
 		code = exitRefused
 	}

@@ -38,6 +38,8 @@ func init() {
 		migrateCmd,
 		simulateCmd,
 		benchCmd,
+		helpCmd,
+		versionCmd,
 	}
 }
 
@@ -72,13 +74,15 @@ Usage:
 `
 
 const usageTail = `
-Every command but simulate also takes, before or after NAME:
   --redis URL   the Redis to use (default $REDIS_URL): redis://host:6379/0,
                 rediss://... (TLS), redis+sentinel://s1:26379?master_name=M&addr=s2:26379,
                 redis+cluster://n1:6379?addr=n2:6379;
                 empty: an in-memory store that lives only as long as the command
   --prefix P    the Redis key prefix (default "redlimit:")
-Every command takes:
+  --timeout D   the most connecting to Redis or one call to it may take
+                (default 5s); set-rate, acquire (plus --wait), get and delete
+                take at most that in all
+The commands that print a result take:
   --json        print one JSON object on stdout instead of text (errors stay
                 text on stderr)
 
@@ -87,7 +91,7 @@ sliding-counter, token-bucket (--burst), leaky-bucket (--capacity).
 Durations are Go durations: 500ms, 1s, 1m, 1h30m; --per second|minute|hour|day
 may replace --interval.
 Exit status: 0 success (acquire: granted), 1 acquire refused, 2 bad usage or error.
-Run 'redlimit COMMAND -h' for a command's flags.
+Run 'redlimit help COMMAND' or 'redlimit COMMAND -h' for a command's flags.
 `
 
 // usage writes the command's usage: the synopses and summaries of the
@@ -95,12 +99,19 @@ Run 'redlimit COMMAND -h' for a command's flags.
 func usage(w io.Writer) {
 	fmt.Fprint(w, usageHead)
 	for _, cmd := range commands {
-		fmt.Fprintf(w, "  redlimit %-9s %s\n", cmd.name, indent(cmd.synopsis, 21))
+		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  redlimit %-9s %s", cmd.name, indent(cmd.synopsis, 21)), " "))
 	}
 	fmt.Fprint(w, "\nCommands:\n")
 	for _, cmd := range commands {
 		fmt.Fprintf(w, "  %-10s %s\n", cmd.name, cmd.summary)
 	}
+	var stores []string
+	for _, cmd := range commands {
+		if !cmd.noStore {
+			stores = append(stores, cmd.name)
+		}
+	}
+	fmt.Fprintf(w, "\n%s also take, before or after NAME:", strings.Join(stores, ", "))
 	fmt.Fprint(w, usageTail)
 }
 

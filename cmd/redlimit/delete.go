@@ -20,9 +20,9 @@ Removes the limiter, its config and its state; prints whether it existed.`,
 func cmdDelete(ctx context.Context, c *cli, cmd *command, args []string) int {
 	var sf storeFlags
 	fs := c.flagSet(cmd, &sf)
-	name, ok := c.parse(fs, cmd, args)
+	name, code, ok := c.parse(fs, cmd, args)
 	if !ok {
-		return exitError
+		return code
 	}
 	l, closeStore, err := c.openLimiter(&sf, name)
 	if err != nil {

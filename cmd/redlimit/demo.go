@@ -43,8 +43,8 @@ func cmdDemo(ctx context.Context, c *cli, cmd *command, args []string) int {
 	interval := fs.Duration("interval", time.Second, "the `interval` of the rate")
 	permits := fs.Int64("permits", 1, "`number` of permits each caller acquires")
 	name := fs.String("name", "demo", "`name` of the limiter (reset at the start)")
-	if _, ok := c.parse(fs, cmd, args); !ok {
-		return exitError
+	if _, code, ok := c.parse(fs, cmd, args); !ok {
+		return code
 	}
 	if *callers < 1 || *callers > maxCallers {
 		return c.errorf(cmd, "invalid --callers %d: must be 1..%d", *callers, maxCallers)

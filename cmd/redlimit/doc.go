@@ -28,6 +28,8 @@
 //	  redlimit simulate  [--traffic steady|bursty|ramp|on-off] [--rate 10] [--interval 1s] [--duration 10s]
 //	                     [--bucket 100ms] [--seed 1] [--svg FILE]
 //	  redlimit bench     [--quick] [--duration 2s] [--callers 1,8,64,256] [--json FILE] [--svg FILE] [--redis URL] ...
+//	  redlimit help      [COMMAND]
+//	  redlimit version   [--json]
 //
 //	Commands:
 //	  demo       callers wait in Acquire on one limiter; prints each grant as it happens
@@ -38,14 +40,19 @@
 //	  migrate    turn a Redisson limiter into a native one, permits in use and all
 //	  simulate   run one stream of requests through every algorithm on virtual time
 //	  bench      measure redlimit beside its peers (runs the source tree's bench/ module)
+//	  help       print this help, or a command's (as 'redlimit COMMAND -h' does)
+//	  version    print the version, and the module version and revision it was built from
 //
-//	Every command but simulate also takes, before or after NAME:
+//	demo, set-rate, acquire, get, delete, migrate also take, before or after NAME:
 //	  --redis URL   the Redis to use (default $REDIS_URL): redis://host:6379/0,
 //	                rediss://... (TLS), redis+sentinel://s1:26379?master_name=M&addr=s2:26379,
 //	                redis+cluster://n1:6379?addr=n2:6379;
 //	                empty: an in-memory store that lives only as long as the command
 //	  --prefix P    the Redis key prefix (default "redlimit:")
-//	Every command takes:
+//	  --timeout D   the most connecting to Redis or one call to it may take
+//	                (default 5s); set-rate, acquire (plus --wait), get and delete
+//	                take at most that in all
+//	The commands that print a result take:
 //	  --json        print one JSON object on stdout instead of text (errors stay
 //	                text on stderr)
 //
@@ -54,7 +61,7 @@
 //	Durations are Go durations: 500ms, 1s, 1m, 1h30m; --per second|minute|hour|day
 //	may replace --interval.
 //	Exit status: 0 success (acquire: granted), 1 acquire refused, 2 bad usage or error.
-//	Run 'redlimit COMMAND -h' for a command's flags.
+//	Run 'redlimit help COMMAND' or 'redlimit COMMAND -h' for a command's flags.
 //
 // # redlimit demo
 //
@@ -82,7 +89,9 @@
 //	  -rate int
 //	    	permits per interval (default 1)
 //	  -redis URL
-//	    	Redis URL (default $REDIS_URL); empty: an in-memory store that lives as long as the command
+//	    	Redis URL (default $REDIS_URL): redis://host:6379/0, rediss://, redis+sentinel://, redis+cluster://; empty: an in-memory store that lives as long as the command
+//	  -timeout duration
+//	    	the most connecting to Redis or one call to it may take (default 5s)
 //
 // # redlimit set-rate
 //
@@ -127,9 +136,11 @@
 //	  -rate int
 //	    	permits per interval (required)
 //	  -redis URL
-//	    	Redis URL (default $REDIS_URL); empty: an in-memory store that lives as long as the command
+//	    	Redis URL (default $REDIS_URL): redis://host:6379/0, rediss://, redis+sentinel://, redis+cluster://; empty: an in-memory store that lives as long as the command
 //	  -reset
 //	    	start afresh: the permits already granted no longer count
+//	  -timeout duration
+//	    	the most connecting to Redis or one call to it may take (default 5s)
 //	  -try
 //	    	TrySetRate: store the config only if none is stored
 //
@@ -182,7 +193,9 @@
 //	  -rate int
 //	    	permits per interval: create the limiter with this config if none is stored (with --interval)
 //	  -redis URL
-//	    	Redis URL (default $REDIS_URL); empty: an in-memory store that lives as long as the command
+//	    	Redis URL (default $REDIS_URL): redis://host:6379/0, rediss://, redis+sentinel://, redis+cluster://; empty: an in-memory store that lives as long as the command
+//	  -timeout duration
+//	    	the most connecting to Redis or one call to it may take (default 5s)
 //	  -wait duration
 //	    	wait at most this duration for the permits (0: refuse at once)
 //
@@ -206,9 +219,11 @@
 //	  -prefix prefix
 //	    	Redis key prefix (default "redlimit:")
 //	  -redis URL
-//	    	Redis URL (default $REDIS_URL); empty: an in-memory store that lives as long as the command
+//	    	Redis URL (default $REDIS_URL): redis://host:6379/0, rediss://, redis+sentinel://, redis+cluster://; empty: an in-memory store that lives as long as the command
 //	  -redisson
 //	    	read a Redisson RRateLimiter (its own keys) instead
+//	  -timeout duration
+//	    	the most connecting to Redis or one call to it may take (default 5s)
 //
 // # redlimit delete
 //
@@ -222,7 +237,9 @@
 //	  -prefix prefix
 //	    	Redis key prefix (default "redlimit:")
 //	  -redis URL
-//	    	Redis URL (default $REDIS_URL); empty: an in-memory store that lives as long as the command
+//	    	Redis URL (default $REDIS_URL): redis://host:6379/0, rediss://, redis+sentinel://, redis+cluster://; empty: an in-memory store that lives as long as the command
+//	  -timeout duration
+//	    	the most connecting to Redis or one call to it may take (default 5s)
 //
 // # redlimit migrate
 //
@@ -243,7 +260,9 @@
 //	  -prefix prefix
 //	    	Redis key prefix (default "redlimit:")
 //	  -redis URL
-//	    	Redis URL (default $REDIS_URL); empty: an in-memory store that lives as long as the command
+//	    	Redis URL (default $REDIS_URL): redis://host:6379/0, rediss://, redis+sentinel://, redis+cluster://; empty: an in-memory store that lives as long as the command
+//	  -timeout duration
+//	    	the most connecting to Redis or one call to it may take (default 5s)
 //
 // # redlimit simulate
 //
@@ -301,4 +320,25 @@
 //	needs the source tree and the Go toolchain, as its peers (redis_rate,
 //	x/time/rate) are not compiled into this command on purpose. Every flag goes
 //	to it; "redlimit bench -h" lists them. See bench/README.md.
+//
+// # redlimit help
+//
+//	usage: redlimit help [COMMAND]
+//
+//	Prints the usage of redlimit on stdout, or with COMMAND that command's: its
+//	synopsis, what it does and its flags. 'redlimit -h' and 'redlimit --help'
+//	are 'redlimit help'.
+//
+// # redlimit version
+//
+//	usage: redlimit version [--json]
+//
+//	Prints the version of redlimit, then what Go recorded when it was built, as
+//	far as it knows it: the module's version ("(devel)" when built from a source
+//	tree; the tag with 'go install ...@v0.1.0'), the VCS revision and time, and
+//	whether the tree had uncommitted changes, and the Go version.
+//
+//	Flags:
+//	  -json
+//	    	print one JSON object on stdout
 package main

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -15,56 +16,89 @@ import (
 type storeFlags struct {
 	redisURL string
 	prefix   string
+	timeout  time.Duration
 	json     bool
 }
 
+// defaultTimeout is the default of --timeout.
+const defaultTimeout = 5 * time.Second
+
 // flagSet returns the flag set of cmd, with the flags every command takes.
+// It prints nothing itself: parse reports a bad flag in one line and prints
+// the help for -h.
 func (c *cli) flagSet(cmd *command, sf *storeFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("redlimit "+cmd.name, flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(c.stderr, "%s\n%s\n\nFlags:\n", synopsisLine(cmd), cmd.help)
-		fs.PrintDefaults()
-	}
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	if !cmd.noStore {
 		// $REDIS_URL is read in parse, not shown as a default: it may hold a password.
-		fs.StringVar(&sf.redisURL, "redis", "", "Redis `URL` (default $REDIS_URL); empty: an in-memory store that lives as long as the command")
+		fs.StringVar(&sf.redisURL, "redis", "", "Redis `URL` (default $REDIS_URL): redis://host:6379/0, rediss://, redis+sentinel://, redis+cluster://; empty: an in-memory store that lives as long as the command")
 		fs.StringVar(&sf.prefix, "prefix", redisstore.DefaultPrefix, "Redis key `prefix`")
+		fs.DurationVar(&sf.timeout, "timeout", defaultTimeout, "the most connecting to Redis or one call to it may take")
 	}
 	fs.BoolVar(&sf.json, "json", false, "print one JSON object on stdout")
 	return fs
 }
 
-// parse parses args: flags, then NAME if cmd takes it, then flags again. It
-// reports false after printing what was wrong.
-func (c *cli) parse(fs *flag.FlagSet, cmd *command, args []string) (name string, ok bool) {
+// parse parses args: flags, then NAME if cmd takes it, then flags again.
+// When it reports !ok the command is over, with exit status code: -h
+// printed the help on stdout (0), or a usage error was printed (2).
+func (c *cli) parse(fs *flag.FlagSet, cmd *command, args []string) (name string, code int, ok bool) {
+	failed := func(err error) (string, int, bool) {
+		if errors.Is(err, flag.ErrHelp) {
+			c.printHelp(fs, cmd)
+			return "", exitOK, false
+		}
+		return "", c.usageError(cmd, err.Error()), false
+	}
 	if err := fs.Parse(args); err != nil {
-		return "", false // the flag package printed the error and the usage
+		return failed(err)
 	}
 	rest := fs.Args()
 	if cmd.wantName {
 		if len(rest) == 0 {
-			c.usageError(cmd, "missing NAME")
-			return "", false
+			return "", c.usageError(cmd, "missing NAME"), false
 		}
 		name = rest[0]
 		if err := fs.Parse(rest[1:]); err != nil {
-			return "", false
+			return failed(err)
 		}
 		rest = fs.Args()
 	}
 	if len(rest) > 0 {
-		c.usageError(cmd, fmt.Sprintf("unexpected argument %q", rest[0]))
-		return "", false
+		return "", c.usageError(cmd, fmt.Sprintf("unexpected argument %q", rest[0])), false
 	}
 	if f := fs.Lookup("redis"); f != nil && !given(fs)["redis"] {
 		_ = f.Value.Set(c.getenv("REDIS_URL")) // a string flag: never fails
 	}
-	return name, true
+	if f := fs.Lookup("timeout"); f != nil {
+		if d := f.Value.(flag.Getter).Get().(time.Duration); d <= 0 {
+			return "", c.usageError(cmd, fmt.Sprintf("invalid --timeout %s: must be positive", d)), false
+		}
+	}
+	return name, exitOK, true
 }
 
-func (c *cli) usageError(cmd *command, msg string) {
-	fmt.Fprintf(c.stderr, "redlimit %s: %s\n%s\nRun 'redlimit %s -h' for its flags.\n", cmd.name, msg, synopsisLine(cmd), cmd.name)
+// printHelp prints cmd's help on stdout: its synopsis, what it does and its
+// flags.
+func (c *cli) printHelp(fs *flag.FlagSet, cmd *command) {
+	fmt.Fprintf(c.stdout, "%s\n%s\n", synopsisLine(cmd), cmd.help)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		return
+	}
+	fmt.Fprint(c.stdout, "\nFlags:\n")
+	fs.SetOutput(c.stdout)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// usageError prints a usage error of cmd in one line, and where to read its
+// usage, on stderr; it returns exitError.
+func (c *cli) usageError(cmd *command, msg string) int {
+	fmt.Fprintf(c.stderr, "redlimit %s: %s\nrun 'redlimit help %s' for usage\n", cmd.name, msg, cmd.name)
+	return exitError
 }
 
 // configFlags are the flags that describe a config.

@@ -31,9 +31,9 @@ func cmdGet(ctx context.Context, c *cli, cmd *command, args []string) int {
 	fs.Var(&rf.clients, "client", "client `ID` whose permits to count in per-client mode (default: a new client; repeatable with --redisson)")
 	redisson := fs.Bool("redisson", false, "read a Redisson RRateLimiter (its own keys) instead")
 	fs.StringVar(&rf.layout, "layout", "current", "with --redisson: the Redisson layout, `current` or legacy")
-	name, ok := c.parse(fs, cmd, args)
+	name, code, ok := c.parse(fs, cmd, args)
 	if !ok {
-		return exitError
+		return code
 	}
 	if *redisson {
 		return getRedisson(ctx, c, cmd, &sf, &rf, name)

@@ -65,14 +65,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) i
 		return exitError
 	}
 	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		usage(stderr)
-		return exitError
+	case "-h", "-help", "--help":
+		args[0] = "help"
 	}
 	if cmd := lookup(args[0]); cmd != nil {
 		return cmd.run(ctx, c, cmd, args[1:])
 	}
-	fmt.Fprintf(stderr, "redlimit: unknown command %q\n\n", args[0])
-	usage(stderr)
+	fmt.Fprintf(stderr, "redlimit: unknown command %q\nrun 'redlimit help' for usage\n", args[0])
 	return exitError
 }

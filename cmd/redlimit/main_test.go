@@ -255,7 +255,6 @@ func TestBadInput(t *testing.T) {
 		stderr string
 	}{
 		{nil, "Usage:\n  redlimit demo"},
-		{[]string{"-h"}, "Usage:\n  redlimit demo"},
 		{[]string{"frobnicate"}, `redlimit: unknown command "frobnicate"`},
 		{[]string{"acquire"}, "redlimit acquire: missing NAME"},
 		{[]string{"get", "--json"}, "redlimit get: missing NAME"},
@@ -263,7 +262,6 @@ func TestBadInput(t *testing.T) {
 		{[]string{"set-rate", "--rate", "1", "--interval", "1s"}, "redlimit set-rate: missing NAME"},
 		{[]string{"acquire", "a", "b"}, `redlimit acquire: unexpected argument "b"`},
 		{[]string{"demo", "extra"}, `redlimit demo: unexpected argument "extra"`},
-		{[]string{"acquire", "-h"}, "usage: redlimit acquire NAME"},
 		{[]string{"acquire", "x", "--bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"acquire", "x", "--permits", "0", "--rate", "1", "--interval", "1s"}, `redlimit acquire: invalid permits "0": must be at least 1`},
 		{[]string{"acquire", "x", "--permits", "-3"}, `invalid permits "-3": must be at least 1`},
@@ -293,6 +291,11 @@ func TestBadInput(t *testing.T) {
 		r := call(t, d, tc.args...)
 		if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, tc.stderr) {
 			t.Errorf("redlimit %q: %s; want exit 2, nothing on stdout, %q on stderr", tc.args, r, tc.stderr)
+		}
+		// One line, and for a usage error a second saying where the usage
+		// is: not a page of help (but for no command at all).
+		if n := strings.Count(r.stderr, "\n"); tc.args != nil && n > 2 {
+			t.Errorf("redlimit %q: %d lines on stderr, want at most 2:\n%s", tc.args, n, r.stderr)
 		}
 	}
 }

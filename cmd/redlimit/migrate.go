@@ -29,9 +29,9 @@ func cmdMigrate(ctx context.Context, c *cli, cmd *command, args []string) int {
 	fs := c.flagSet(cmd, &sf)
 	fs.StringVar(&rf.layout, "layout", "current", "the Redisson layout: `current` (Bc0I members) or legacy (fI)")
 	fs.Var(&rf.clients, "client", "a PER_CLIENT client `ID` to carry over (repeatable; default: every client found)")
-	name, ok := c.parse(fs, cmd, args)
+	name, code, ok := c.parse(fs, cmd, args)
 	if !ok {
-		return exitError
+		return code
 	}
 	rs, native, closeStore, err := c.openRedisson(&sf, &rf)
 	if err != nil {

@@ -32,23 +32,20 @@ func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
 	cf.register(fs, "permits per interval (required)")
 	reset := fs.Bool("reset", false, "start afresh: the permits already granted no longer count")
 	try := fs.Bool("try", false, "TrySetRate: store the config only if none is stored")
-	name, ok := c.parse(fs, cmd, args)
+	name, code, ok := c.parse(fs, cmd, args)
 	if !ok {
-		return exitError
+		return code
 	}
 	set := given(fs)
 	hasInterval, err := cf.resolveInterval()
 	if err != nil {
-		c.usageError(cmd, err.Error())
-		return exitError
+		return c.usageError(cmd, err.Error())
 	}
 	if !set["rate"] || !hasInterval {
-		c.usageError(cmd, "--rate and --interval are required (or --per instead of --interval)")
-		return exitError
+		return c.usageError(cmd, "--rate and --interval are required (or --per instead of --interval)")
 	}
 	if *reset && *try {
-		c.usageError(cmd, "--reset and --try cannot be combined (--try never changes a stored config)")
-		return exitError
+		return c.usageError(cmd, "--reset and --try cannot be combined (--try never changes a stored config)")
 	}
 	cfg, err := cf.config()
 	if err != nil {

@@ -52,12 +52,11 @@ func cmdSimulate(ctx context.Context, c *cli, cmd *command, args []string) int {
 	seed := fs.Uint64("seed", 1, "the `seed` of the bursty traffic's random times")
 	offset := fs.Duration("offset", 0, "start the traffic this long after a boundary of the clock's window grid")
 	svgFile := fs.String("svg", "", "write the chart to `FILE` (SVG)")
-	if _, ok := c.parse(fs, cmd, args); !ok {
-		return exitError
+	if _, code, ok := c.parse(fs, cmd, args); !ok {
+		return code
 	}
 	if _, err := cf.resolveInterval(); err != nil {
-		c.usageError(cmd, err.Error())
-		return exitError
+		return c.usageError(cmd, err.Error())
 	}
 	if err := cf.checkSizes(); err != nil {
 		return c.fail(cmd, err)

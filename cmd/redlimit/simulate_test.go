@@ -168,19 +168,3 @@ func TestSimulateBadInput(t *testing.T) {
 		t.Errorf("%s written", missing)
 	}
 }
-
-// The usage lists simulate and the algorithms.
-func TestUsageMentionsAlgorithms(t *testing.T) {
-	r := call(t, deps{}, "-h")
-	for _, want := range []string{"redlimit simulate  [--traffic", "--per second|minute|hour|day", "token-bucket (--burst)", "leaky-bucket (--capacity)"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("usage: no %q in\n%s", want, r.stderr)
-		}
-	}
-	r = call(t, deps{}, "set-rate", "-h")
-	for _, want := range []string{"-algorithm algorithm", "-burst", "-capacity", "-per unit", "fixed-window     at most rate per window"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("set-rate -h: no %q in\n%s", want, r.stderr)
-		}
-	}
-}

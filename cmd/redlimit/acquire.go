@@ -68,6 +68,9 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if *wait < 0 {
 		return c.errorf(cmd, "invalid --wait %s: must not be negative", *wait)
 	}
+	// Waiting for the permits is part of the call.
+	ctx, cancel := sf.bound(ctx, *wait)
+	defer cancel()
 	l, closeStore, err := c.openLimiter(&sf, name, opts...)
 	if err != nil {
 		return c.fail(cmd, err)

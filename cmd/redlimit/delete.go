@@ -24,6 +24,8 @@ func cmdDelete(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if !ok {
 		return code
 	}
+	ctx, cancel := sf.bound(ctx, 0)
+	defer cancel()
 	l, closeStore, err := c.openLimiter(&sf, name)
 	if err != nil {
 		return c.fail(cmd, err)

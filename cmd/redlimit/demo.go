@@ -66,7 +66,11 @@ func cmdDemo(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if err != nil {
 		return c.fail(cmd, err)
 	}
-	if err := l.SetRate(ctx, cfg, redlimit.ResetState()); err != nil {
+	// The set-up is bounded by --timeout; the callers' waits are not, only
+	// each of their calls (the client's read and write timeouts).
+	setup, cancelSetup := sf.bound(ctx, 0)
+	defer cancelSetup()
+	if err := l.SetRate(setup, cfg, redlimit.ResetState()); err != nil {
 		return c.fail(cmd, err)
 	}
 
@@ -81,7 +85,7 @@ func cmdDemo(ctx context.Context, c *cli, cmd *command, args []string) int {
 	)
 	// Grants are timed on the store's clock, from its time now (in whole
 	// ms, as the stores count), so that clocks that disagree do not matter.
-	now, err := c.storeNow(ctx, store)
+	now, err := c.storeNow(setup, store)
 	if err != nil {
 		return c.fail(cmd, err)
 	}

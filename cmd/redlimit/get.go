@@ -35,6 +35,8 @@ func cmdGet(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if !ok {
 		return code
 	}
+	ctx, cancel := sf.bound(ctx, 0)
+	defer cancel()
 	if *redisson {
 		return getRedisson(ctx, c, cmd, &sf, &rf, name)
 	}

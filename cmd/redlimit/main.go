@@ -54,6 +54,9 @@ type deps struct {
 type cli struct {
 	stdout, stderr io.Writer
 	deps           deps
+	// redis is the store flags of the Redis client opened, if any: fail
+	// names its timeout.
+	redis *storeFlags
 }
 
 // run runs the command line args (without the program name) and returns the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/redissonstore"
 )
 
@@ -38,6 +39,13 @@ func cmdMigrate(ctx context.Context, c *cli, cmd *command, args []string) int {
 		return c.fail(cmd, err)
 	}
 	defer closeStore()
+	// A Redis that does not answer fails within --timeout; the migration
+	// itself, as long as the log it replays, is bounded per call only.
+	pctx, cancel := sf.bound(ctx, 0)
+	defer cancel()
+	if err := native.Client().Ping(pctx).Err(); err != nil {
+		return c.fail(cmd, fmt.Errorf("%w: %w", redlimit.ErrUnavailable, err))
+	}
 	m, err := rs.Migrate(ctx, name, native, rf.clients...)
 	if err != nil {
 		return c.fail(cmd, err)

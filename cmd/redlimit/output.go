@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/redlimit/redlimit"
@@ -20,8 +21,15 @@ func (c *cli) errorf(cmd *command, format string, args ...any) int {
 // are descriptive already; only their "redlimit: " is dropped.
 func (c *cli) fail(cmd *command, err error) int {
 	msg := strings.TrimPrefix(err.Error(), "redlimit: ")
-	if errors.Is(err, context.Canceled) {
+	switch {
+	case errors.Is(err, context.Canceled):
 		msg = "interrupted: " + msg
+	case c.redis != nil && isTimeout(err):
+		hint := ""
+		if strings.HasPrefix(c.redis.redisURL, "rediss") {
+			hint = " (the URL asks for TLS, rediss://: does the server speak TLS on that port?)"
+		}
+		msg = fmt.Sprintf("no answer from Redis within --timeout %s%s: %s", c.redis.timeout, hint, msg)
 	}
 	return c.errorf(cmd, "%s", msg)
 }
@@ -59,4 +67,10 @@ func plural(n int64, word string) string {
 		return fmt.Sprintf("%d %s", n, word)
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// isTimeout reports whether err is a deadline or a network timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }

@@ -25,13 +25,13 @@ func (l *clientList) Set(v string) error { *l = append(*l, v); return nil }
 // (Redisson uses none), and the native store on the same client.
 func (c *cli) openRedisson(sf *storeFlags, rf *redissonFlags) (*redissonstore.Store, *redisstore.Store, func(), error) {
 	if sf.redisURL == "" {
-		return nil, nil, nil, errors.New("Redisson limiters live in Redis: give --redis URL (or $REDIS_URL)")
+		return nil, nil, nil, errors.New("a Redisson limiter lives in Redis: give --redis URL (or $REDIS_URL)")
 	}
 	layout, err := redissonstore.ParseLayout(rf.layout)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	rdb, err := newRedisClient(sf.redisURL)
+	rdb, err := c.newRedisClient(sf)
 	if err != nil {
 		return nil, nil, nil, err
 	}

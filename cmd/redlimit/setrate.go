@@ -51,6 +51,8 @@ func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if err != nil {
 		return c.fail(cmd, err)
 	}
+	ctx, cancel := sf.bound(ctx, 0)
+	defer cancel()
 	l, closeStore, err := c.openLimiter(&sf, name)
 	if err != nil {
 		return c.fail(cmd, err)

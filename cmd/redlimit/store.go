@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,7 +42,7 @@ func (c *cli) openStore(sf *storeFlags) (redlimit.Store, func(), error) {
 		}
 		return memstore.New(opts...), func() {}, nil
 	}
-	rdb, err := newRedisClient(sf.redisURL)
+	rdb, err := c.newRedisClient(sf)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -84,8 +86,67 @@ func (c *cli) storeNow(ctx context.Context, store redlimit.Store) (time.Time, er
 	return c.clock().Now(), nil
 }
 
-// newRedisClient opens the Redis that url names: one server, a Sentinel set
-// (redis+sentinel://) or a Cluster (redis+cluster://).
-func newRedisClient(url string) (redis.UniversalClient, error) {
-	return redisstore.OpenURL(url)
+// newRedisClient opens the Redis that sf names: one server, a Sentinel set
+// (redis+sentinel://) or a Cluster (redis+cluster://), with --timeout as
+// the client's dial, read and write timeouts (where the URL does not set
+// its own). It notes the URL and the timeout for fail's messages.
+func (c *cli) newRedisClient(sf *storeFlags) (redis.UniversalClient, error) {
+	if !strings.Contains(sf.redisURL, "://") {
+		return nil, noScheme(sf.redisURL)
+	}
+	c.redis = sf
+	return redisstore.OpenURL(withTimeouts(sf.redisURL, sf.timeout))
+}
+
+// urlTimeouts are the go-redis URL parameters --timeout sets.
+var urlTimeouts = []string{"dial_timeout", "read_timeout", "write_timeout"}
+
+// withTimeouts adds d as each of urlTimeouts to the query of rawURL where
+// it does not set them itself. The go-redis parsers read them for one
+// server, Sentinel and Cluster alike: a TLS handshake, which no context
+// bounds, is bounded by the dial timeout. A query that does not parse is
+// left for OpenURL to report.
+func withTimeouts(rawURL string, d time.Duration) string {
+	_, query, _ := strings.Cut(rawURL, "?")
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return rawURL
+	}
+	var add []string
+	for _, p := range urlTimeouts {
+		if !q.Has(p) {
+			add = append(add, p+"="+d.String())
+		}
+	}
+	if len(add) == 0 {
+		return rawURL
+	}
+	sep := "?"
+	if strings.Contains(rawURL, "?") {
+		sep = "&"
+		if strings.HasSuffix(rawURL, "?") || strings.HasSuffix(rawURL, "&") {
+			sep = ""
+		}
+	}
+	return rawURL + sep + strings.Join(add, "&")
+}
+
+// noScheme is the error for a --redis without a scheme: "localhost:6379"
+// is shown as the URL it likely means (unless it holds an @, a password
+// maybe, which is not echoed).
+func noScheme(rawURL string) error {
+	example := "redis://host:6379"
+	if rawURL != "" && !strings.ContainsAny(rawURL, "@/?# ") {
+		example = "redis://" + rawURL
+	}
+	return fmt.Errorf("--redis (or $REDIS_URL) takes a URL: %s (rediss:// for TLS, redis+sentinel://, redis+cluster://)", example)
+}
+
+// bound returns ctx bounded by --timeout plus extra for a command that
+// talks to Redis, and ctx as it is for the memory store (which cannot hang).
+func (sf *storeFlags) bound(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
+	if sf.redisURL == "" {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, sf.timeout+extra)
 }

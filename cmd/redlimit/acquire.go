@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redlimit/redlimit"
@@ -40,7 +41,10 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if !ok {
 		return code
 	}
-	var opts []redlimit.Option
+	var (
+		opts      []redlimit.Option
+		requested *redlimit.Config // the config flags', if given
+	)
 	set := given(fs)
 	withConfig := false
 	for _, f := range configFlagNames {
@@ -49,17 +53,16 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if withConfig {
 		hasInterval, err := cf.resolveInterval()
 		if err != nil {
-			c.usageError(cmd, err.Error())
-			return exitError
+			return c.usageError(cmd, err.Error())
 		}
 		if !set["rate"] || !hasInterval {
-			c.usageError(cmd, "--rate and --interval go together (or --rate and --per; the other config flags need them)")
-			return exitError
+			return c.usageError(cmd, "--rate and --interval go together (or --rate and --per; the other config flags need them)")
 		}
 		cfg, err := cf.config()
 		if err != nil {
 			return c.fail(cmd, err)
 		}
+		requested = &cfg
 		opts = append(opts, redlimit.WithConfig(cfg))
 	}
 	if set["client"] {
@@ -76,6 +79,7 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 		return c.fail(cmd, err)
 	}
 	defer closeStore()
+	c.noteMemory(cmd)
 
 	var res redlimit.Result
 	if *wait > 0 {
@@ -94,6 +98,28 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if !res.Allowed {
 		code = exitRefused
 	}
+	// What the flags do not show: the config in force, when it is not the
+	// one asked for, and the client acquired as, when it is a fresh one.
+	var freshClient string
+	if inForce, err := l.Config(ctx); err == nil {
+		if requested != nil && !inForce.SameLimit(*requested) {
+			var flags []string
+			for _, f := range configFlagNames {
+				if set[f] {
+					flags = append(flags, "--"+f+" "+fs.Lookup(f).Value.String())
+				}
+			}
+			verb := "was"
+			if len(flags) > 1 {
+				verb = "were"
+			}
+			c.note(cmd, "stored config %s is in force; %s %s not applied; use set-rate to change it", inForce, strings.Join(flags, " "), verb)
+		}
+		if inForce.Mode == redlimit.PerClient && !set["client"] {
+			freshClient = l.ClientID()
+			c.noteFreshClient(cmd, name, freshClient)
+		}
+	}
 	if sf.json {
 		out := struct {
 			Name         string `json:"name"`
@@ -103,8 +129,11 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 			RetryAfterMS int64  `json:"retry_after_ms"`
 			WaitedMS     int64  `json:"waited_ms"`
 			At           string `json:"at,omitempty"`
+			// Client is the fresh client ID a per-client limiter was
+			// acquired from without --client.
+			Client string `json:"client,omitempty"`
 		}{Name: name, Permits: *permits, Allowed: res.Allowed, Remaining: res.Remaining,
-			RetryAfterMS: res.RetryAfter.Milliseconds(), WaitedMS: res.Waited.Milliseconds()}
+			RetryAfterMS: res.RetryAfter.Milliseconds(), WaitedMS: res.Waited.Milliseconds(), Client: freshClient}
 		if res.Allowed {
 			out.At = res.At.UTC().Format(time.RFC3339Nano)
 		}

@@ -31,6 +31,7 @@ func cmdDelete(ctx context.Context, c *cli, cmd *command, args []string) int {
 		return c.fail(cmd, err)
 	}
 	defer closeStore()
+	c.noteMemory(cmd)
 	existed, err := l.Delete(ctx)
 	if err != nil {
 		return c.fail(cmd, err)

@@ -52,6 +52,7 @@ func cmdGet(ctx context.Context, c *cli, cmd *command, args []string) int {
 		return c.fail(cmd, err)
 	}
 	defer closeStore()
+	c.noteMemory(cmd)
 	cfg, err := l.Config(ctx)
 	if errors.Is(err, redlimit.ErrNotInitialized) {
 		return c.errorf(cmd, "limiter %q not initialized: run set-rate first", name)
@@ -62,6 +63,9 @@ func cmdGet(ctx context.Context, c *cli, cmd *command, args []string) int {
 	avail, err := l.AvailablePermits(ctx)
 	if err != nil {
 		return c.fail(cmd, err)
+	}
+	if cfg.Mode == redlimit.PerClient && len(rf.clients) == 0 {
+		c.noteFreshClient(cmd, name, l.ClientID())
 	}
 	if sf.json {
 		return c.printJSON(cmd, struct {

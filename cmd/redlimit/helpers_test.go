@@ -187,6 +187,7 @@ type acquireOut struct {
 	RetryAfterMS int64  `json:"retry_after_ms"`
 	WaitedMS     int64  `json:"waited_ms"`
 	At           string `json:"at"`
+	Client       string `json:"client"`
 }
 
 type getOut struct {

@@ -57,6 +57,8 @@ type cli struct {
 	// redis is the store flags of the Redis client opened, if any: fail
 	// names its timeout.
 	redis *storeFlags
+	// freshMemory: the store is a memory store made for this run.
+	freshMemory bool
 }
 
 // run runs the command line args (without the program name) and returns the

@@ -40,7 +40,10 @@ func TestCommands(t *testing.T) {
 				{args: []string{"acquire", "auto", "--rate", "1", "--interval", "1m", "--mode", "overall"}, stdout: `granted 1 permit of "auto": 0 remaining` + "\n"},
 				{args: []string{"acquire", "auto"}, code: 1, stdout: `refused 1 permit of "auto": 0 remaining, retry after 1m0s` + "\n"},
 				// ... and a stored config wins over it.
-				{args: []string{"acquire", "auto", "--rate", "5", "--interval", "1m"}, code: 1, stdout: `refused 1 permit of "auto": 0 remaining, retry after 1m0s` + "\n"},
+				{args: []string{"acquire", "auto", "--rate", "5", "--interval", "1m"}, code: 1, stdout: `refused 1 permit of "auto": 0 remaining, retry after 1m0s` + "\n",
+					stderr: "redlimit acquire: note: stored config 1 per 1m0s (sliding-log, overall) is in force; --rate 5 --interval 1m0s were not applied; use set-rate to change it\n"},
+				// The same limit asked for again is no news.
+				{args: []string{"acquire", "auto", "--rate", "1", "--per", "minute"}, code: 1, stdout: `refused 1 permit of "auto": 0 remaining, retry after 1m0s` + "\n"},
 				{args: []string{"get", "auto"}, stdout: "name:      \"auto\"\nconfig:    1 per 1m0s (sliding-log, overall)\navailable: 0 permits\n"},
 			})
 		})
@@ -82,10 +85,40 @@ func TestPerClient(t *testing.T) {
 				{args: []string{"acquire", "pc", "--client", "b"}, stdout: `granted 1 permit of "pc": 0 remaining` + "\n"},
 				{args: []string{"get", "pc", "--client", "a"}, stdout: "name:      \"pc\"\nconfig:    " + cfg + "\navailable: 0 permits\n"},
 				// Without --client every run is a new client.
-				{args: []string{"get", "pc"}, stdout: "name:      \"pc\"\nconfig:    " + cfg + "\navailable: 1 permit\n"},
-				{args: []string{"acquire", "pc"}, stdout: `granted 1 permit of "pc": 0 remaining` + "\n"},
+				{args: []string{"get", "pc"}, stdout: "name:      \"pc\"\nconfig:    " + cfg + "\navailable: 1 permit\n",
+					stderr: `redlimit get: note: "pc" is per-client and no --client was given: used a fresh client ID, "`},
+				{args: []string{"acquire", "pc"}, stdout: `granted 1 permit of "pc": 0 remaining` + "\n",
+					stderr: `redlimit acquire: note: "pc" is per-client and no --client was given: used a fresh client ID, "`},
 				{args: []string{"acquire", "pc", "--client", ""}, code: 2, stderr: "invalid client ID"},
 			})
+		})
+	}
+}
+
+// TestAcquireFreshClient: acquire on a per-client limiter without --client
+// names the fresh client ID it used, which is then that client's.
+func TestAcquireFreshClient(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			if r := call(t, b.deps, b.with("set-rate", "fresh", "--rate", "1", "--per", "hour", "--mode", "per-client")...); r.code != exitOK {
+				t.Fatalf("set-rate: %s", r)
+			}
+			r := call(t, b.deps, b.with("acquire", "fresh")...)
+			m := regexp.MustCompile(`^redlimit acquire: note: "fresh" is per-client and no --client was given: used a fresh client ID, "([^"]+)" \(pass --client ID to be the same client again\)\n$`).FindStringSubmatch(r.stderr)
+			if r.code != exitOK || m == nil {
+				t.Fatalf("acquire without --client: %s", r)
+			}
+			// That client has had its permit; the next fresh one has its own.
+			runSteps(t, b, []step{
+				{args: []string{"acquire", "fresh", "--client", m[1]}, code: 1, stdout: `refused 1 permit of "fresh": 0 remaining, retry after 1h0m0s` + "\n"},
+				{args: []string{"get", "fresh", "--client", m[1]}, stdout: "name:      \"fresh\"\nconfig:    1 per 1h0m0s (sliding-log, per-client)\navailable: 0 permits\n"},
+			})
+			r = call(t, b.deps, b.with("acquire", "fresh", "--json")...)
+			var out acquireOut
+			decodeOne(t, r.stdout, &out)
+			if r.code != exitOK || out.Client == "" || out.Client == m[1] || !strings.Contains(r.stderr, `used a fresh client ID, "`+out.Client+`"`) {
+				t.Errorf("acquire --json without --client: %s: %+v; want the new client's ID in both", r, out)
+			}
 		})
 	}
 }
@@ -190,6 +223,21 @@ func TestMemoryStoreIsPerProcess(t *testing.T) {
 	}
 	if r := call(t, d, "get", "m"); r.code != 2 || !strings.Contains(r.stderr, "not initialized: run set-rate first") {
 		t.Errorf("get in a fresh memory store: %s", r)
+	}
+	// Each command that keeps or reads a limiter says that the memory store
+	// is gone when it ends; the demo, which lives within one run, does not.
+	const note = ": note: without --redis the limiter lives in memory for this one command only: " +
+		"no earlier run's state is here and none is kept (give --redis URL or $REDIS_URL to share it)\n"
+	for _, args := range [][]string{
+		{"set-rate", "m", "--rate", "1", "--interval", "1h"},
+		{"get", "m"},
+		{"acquire", "m"},
+		{"acquire", "m", "--rate", "1", "--interval", "1h"},
+		{"delete", "m"},
+	} {
+		if r := call(t, d, args...); !strings.HasPrefix(r.stderr, "redlimit "+args[0]+note) {
+			t.Errorf("redlimit %q in memory: %s; want the note first on stderr", args, r)
+		}
 	}
 }
 

@@ -74,3 +74,25 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
+
+// note prints a note for cmd on stderr: what the output does not say but
+// the user would want to know.
+func (c *cli) note(cmd *command, format string, args ...any) {
+	fmt.Fprintf(c.stderr, "redlimit %s: note: %s\n", cmd.name, fmt.Sprintf(format, args...))
+}
+
+// noteMemory says, on a memory store made for this run, that it lives for
+// this one command: a limiter set by an earlier run is not in it, and what
+// this one stores is gone when it ends.
+func (c *cli) noteMemory(cmd *command) {
+	if c.freshMemory {
+		c.note(cmd, "without --redis the limiter lives in memory for this one command only: "+
+			"no earlier run's state is here and none is kept (give --redis URL or $REDIS_URL to share it)")
+	}
+}
+
+// noteFreshClient says that a per-client limiter was used as a fresh client,
+// named by the ID it was given.
+func (c *cli) noteFreshClient(cmd *command, name, id string) {
+	c.note(cmd, "%q is per-client and no --client was given: used a fresh client ID, %q (pass --client ID to be the same client again)", name, id)
+}

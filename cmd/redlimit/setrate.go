@@ -58,6 +58,7 @@ func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
 		return c.fail(cmd, err)
 	}
 	defer closeStore()
+	c.noteMemory(cmd)
 
 	// The config before, to tell a reset apart: a new algorithm starts
 	// afresh even without --reset.

@@ -40,6 +40,7 @@ func (c *cli) openStore(sf *storeFlags) (redlimit.Store, func(), error) {
 		if c.deps.Clock != nil {
 			opts = append(opts, memstore.WithClock(c.deps.Clock))
 		}
+		c.freshMemory = true
 		return memstore.New(opts...), func() {}, nil
 	}
 	rdb, err := c.newRedisClient(sf)

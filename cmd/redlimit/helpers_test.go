@@ -179,6 +179,16 @@ type setRateOut struct {
 	Config configOut `json:"config"`
 }
 
+type setRateMismatchOut struct {
+	Name      string    `json:"name"`
+	Set       bool      `json:"set"`
+	Reset     bool      `json:"reset"`
+	Config    configOut `json:"config"`
+	Mismatch  bool      `json:"mismatch"`
+	Requested configOut `json:"requested"`
+	Error     string    `json:"error"`
+}
+
 type acquireOut struct {
 	Name         string `json:"name"`
 	Permits      int64  `json:"permits"`

@@ -172,6 +172,18 @@ func TestJSON(t *testing.T) {
 				t.Errorf("set-rate --try: %+v, want %+v", set, want)
 			}
 
+			// A different config stored: JSON all the same, naming both,
+			// with the error on stderr and exit status 2.
+			r := call(t, b.deps, b.with("set-rate", "j", "--rate", "3", "--per", "minute", "--try", "--json")...)
+			var mis setRateMismatchOut
+			decodeOne(t, r.stdout, &mis)
+			want := setRateMismatchOut{Name: "j", Config: hour, Mismatch: true,
+				Requested: configOut{Algorithm: "sliding-log", Mode: "overall", Rate: 3, Interval: "1m0s", IntervalMS: 60000},
+				Error:     "a different config is stored: 2 per 1h0m0s (sliding-log, overall) (requested 3 per 1m0s (sliding-log, overall))"}
+			if r.code != exitError || mis != want || r.stderr != "redlimit set-rate: "+want.Error+"\n" {
+				t.Errorf("set-rate --try --json, another config stored: %s: %+v, want %+v", r, mis, want)
+			}
+
 			var acq acquireOut
 			jsonCall(&acq, 0, "acquire", "j", "--permits", "2")
 			if want := (acquireOut{Name: "j", Permits: 2, Allowed: true, Remaining: 0, At: t0.Format(time.RFC3339Nano)}); acq != want {

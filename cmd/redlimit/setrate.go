@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/redlimit/redlimit"
 )
@@ -78,6 +79,18 @@ func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
 		}
 		err = l.SetRate(ctx, cfg, opts...)
 	}
+	var mismatch *redlimit.MismatchError
+	if errors.As(err, &mismatch) && sf.json {
+		// Still one JSON object, saying what is stored and what was asked
+		// for; the error is on stderr and the exit status 2 as ever.
+		out := setRateJSON{Name: name, Config: toJSON(mismatch.Stored), Mismatch: true, Error: strings.TrimPrefix(err.Error(), "redlimit: ")}
+		requested := toJSON(mismatch.Requested)
+		out.Requested = &requested
+		if code := c.printJSON(cmd, out); code != exitOK {
+			return code
+		}
+		return c.fail(cmd, err)
+	}
 	if err != nil {
 		return c.fail(cmd, err)
 	}
@@ -89,12 +102,7 @@ func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
 	afresh := written && existed && stored.Epoch != before.Epoch
 
 	if sf.json {
-		return c.printJSON(cmd, struct {
-			Name   string     `json:"name"`
-			Set    bool       `json:"set"`
-			Reset  bool       `json:"reset"`
-			Config configJSON `json:"config"`
-		}{name, written, *reset || afresh, toJSON(stored)})
+		return c.printJSON(cmd, setRateJSON{Name: name, Set: written, Reset: *reset || afresh, Config: toJSON(stored)})
 	}
 	switch {
 	case !written:
@@ -109,4 +117,17 @@ func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
 		fmt.Fprintf(c.stdout, "set %q: %s\n", name, stored)
 	}
 	return exitOK
+}
+
+// setRateJSON is "set-rate --json". Config is the config stored after the
+// command. A --try that found a different config stored adds Mismatch, the
+// Requested config and the Error (also on stderr, exit status 2).
+type setRateJSON struct {
+	Name      string      `json:"name"`
+	Set       bool        `json:"set"`
+	Reset     bool        `json:"reset"`
+	Config    configJSON  `json:"config"`
+	Mismatch  bool        `json:"mismatch,omitempty"`
+	Requested *configJSON `json:"requested,omitempty"`
+	Error     string      `json:"error,omitempty"`
 }

@@ -155,8 +155,55 @@ type Inspection struct {
 	KeepAlive                           time.Duration
 	// ConfigTTL of the hash, as PTTL (-1: none, -2: no key).
 	ConfigTTL time.Duration
-	// States: the Overall one first, then the PER_CLIENT ones asked for.
+	// States: the Overall one first, then the PER_CLIENT ones asked for
+	// (or, from InspectAll, found).
 	States []State
+	// ClientsScanned: the PER_CLIENT states are every client's that has
+	// state (InspectAll), not only those asked for.
+	ClientsScanned bool
+}
+
+// PerClient reports whether the config read is PER_CLIENT: each client has
+// its own state, and the Overall one is not used.
+func (in *Inspection) PerClient() bool {
+	return in.Initialized && in.ConfigErr == nil && in.Config.Mode == redlimit.PerClient
+}
+
+// Found reports whether any key of the limiter exists: its hash, or a
+// counter or log of a state read.
+func (in *Inspection) Found() bool {
+	if in.ConfigTTL != -2 {
+		return true
+	}
+	for _, st := range in.States {
+		if st.ValueTTL != -2 || st.PermitsTTL != -2 {
+			return true
+		}
+	}
+	return false
+}
+
+// InspectAll is Inspect with the states of every client found: for a
+// PER_CLIENT limiter, after the Overall state, the state of each client id
+// ClientIDs finds (a SCAN: for tools, not for the request path). The
+// clients are found before the snapshot is taken: one that acquires for
+// the first time in between is missed.
+func (s *Store) InspectAll(ctx context.Context, name string) (*Inspection, error) {
+	in, err := s.Inspect(ctx, name)
+	if err != nil || !in.PerClient() {
+		return in, err
+	}
+	ids, err := s.ClientIDs(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	// Taken again with the clients, so that config and states are one
+	// snapshot.
+	if in, err = s.Inspect(ctx, name, ids...); err != nil {
+		return nil, err
+	}
+	in.ClientsScanned = true
+	return in, nil
 }
 
 // Inspect reads the limiter called name: its config, and the counter and
@@ -328,8 +375,11 @@ func (in *Inspection) String() string {
 	fmt.Fprintf(&b, "  hash %q: rate=%q interval=%q type=%q keepAliveTime=%q ttl=%s\n", in.Keys.Config, in.Rate, in.Interval, in.Type, in.KeepAliveTime, ttlString(in.ConfigTTL))
 	for _, st := range in.States {
 		who := "overall"
-		if st.Client != "" {
+		switch {
+		case st.Client != "":
 			who = "client " + st.Client
+		case in.PerClient():
+			who = "overall (not used: the limiter is PER_CLIENT)"
 		}
 		value := "none"
 		if st.HasValue {
@@ -347,6 +397,13 @@ func (in *Inspection) String() string {
 				continue
 			}
 			fmt.Fprintf(&b, "    %s  %s (%s)\n", g.At.UTC().Format(time.RFC3339Nano), g.Member, state)
+		}
+	}
+	if in.PerClient() && len(in.States) <= 1 {
+		if in.ClientsScanned {
+			b.WriteString("  no client has state: a client's appears with its first acquire\n")
+		} else {
+			b.WriteString("  PER_CLIENT: no client asked for; name client ids to see their states\n")
 		}
 	}
 	return b.String()

@@ -206,12 +206,14 @@
 //	Prints the stored config and the permits a request could be granted now
 //	(for --client ID in per-client mode). With --redisson it reads a limiter of
 //	Redisson's RRateLimiter instead (same Redis, Redisson's own keys): its
-//	config, permits left and grant log decoded (--client ID, repeatable, adds a
-//	PER_CLIENT client's state).
+//	config, permits left and grant log decoded; for a PER_CLIENT limiter, the
+//	state of every client found (a SCAN of its keys), or of each --client ID
+//	(repeatable). A limiter that is not there, or has no config, is an error
+//	(exit status 2).
 //
 //	Flags:
 //	  -client ID
-//	    	client ID whose permits to count in per-client mode (default: a new client; repeatable with --redisson)
+//	    	client ID whose permits to count in per-client mode (default: a new client; with --redisson: repeatable, default every client found)
 //	  -json
 //	    	print one JSON object on stdout
 //	  -layout current

@@ -19,8 +19,10 @@ var getCmd = &command{
 Prints the stored config and the permits a request could be granted now
 (for --client ID in per-client mode). With --redisson it reads a limiter of
 Redisson's RRateLimiter instead (same Redis, Redisson's own keys): its
-config, permits left and grant log decoded (--client ID, repeatable, adds a
-PER_CLIENT client's state).`,
+config, permits left and grant log decoded; for a PER_CLIENT limiter, the
+state of every client found (a SCAN of its keys), or of each --client ID
+(repeatable). A limiter that is not there, or has no config, is an error
+(exit status 2).`,
 }
 
 // cmdGet is "redlimit get".
@@ -28,7 +30,7 @@ func cmdGet(ctx context.Context, c *cli, cmd *command, args []string) int {
 	var sf storeFlags
 	fs := c.flagSet(cmd, &sf)
 	var rf redissonFlags
-	fs.Var(&rf.clients, "client", "client `ID` whose permits to count in per-client mode (default: a new client; repeatable with --redisson)")
+	fs.Var(&rf.clients, "client", "client `ID` whose permits to count in per-client mode (default: a new client; with --redisson: repeatable, default every client found)")
 	redisson := fs.Bool("redisson", false, "read a Redisson RRateLimiter (its own keys) instead")
 	fs.StringVar(&rf.layout, "layout", "current", "with --redisson: the Redisson layout, `current` or legacy")
 	name, code, ok := c.parse(fs, cmd, args)

@@ -64,27 +64,47 @@ func getRedisson(ctx context.Context, c *cli, cmd *command, sf *storeFlags, rf *
 		return c.fail(cmd, err)
 	}
 	defer closeStore()
-	in, err := rs.Inspect(ctx, name, rf.clients...)
+	// Without --client, a PER_CLIENT limiter shows every client found.
+	var in *redissonstore.Inspection
+	if len(rf.clients) > 0 {
+		in, err = rs.Inspect(ctx, name, rf.clients...)
+	} else {
+		in, err = rs.InspectAll(ctx, name)
+	}
 	if err != nil {
 		return c.fail(cmd, err)
 	}
-	if sf.json {
-		return c.printJSON(cmd, inspectionToJSON(in))
+	if !in.Found() {
+		return c.errorf(cmd, "no Redisson rate limiter %q in this Redis: no key %q (nor its state); "+
+			"Redisson keys have no prefix, and --layout %s was read", name, in.Keys.Config, in.Layout)
 	}
-	fmt.Fprint(c.stdout, in.String())
+	if sf.json {
+		if code := c.printJSON(cmd, inspectionToJSON(in)); code != exitOK {
+			return code
+		}
+	} else {
+		fmt.Fprint(c.stdout, in.String())
+	}
+	// Keys without a config: shown, but not a limiter one can use.
+	if !in.Initialized {
+		return c.errorf(cmd, "Redisson rate limiter %q is not initialized: its hash %q lacks rate, interval or type "+
+			"(trySetRate was never called, or the hash expired)", name, in.Keys.Config)
+	}
 	return exitOK
 }
 
 // inspectionJSON is "get --redisson --json": an Inspection in the command's
 // JSON style (snake_case, times and TTLs in ms, errors as text).
 type inspectionJSON struct {
-	Name        string      `json:"name"`
-	Layout      string      `json:"layout"`
-	NowMS       int64       `json:"now_ms"`
-	Initialized bool        `json:"initialized"`
-	Config      *configJSON `json:"config,omitempty"`
-	ConfigError string      `json:"config_error,omitempty"`
-	ConfigKey   string      `json:"config_key"`
+	Name string `json:"name"`
+	// ClientsScanned: the client states are every client's found.
+	ClientsScanned bool        `json:"clients_scanned"`
+	Layout         string      `json:"layout"`
+	NowMS          int64       `json:"now_ms"`
+	Initialized    bool        `json:"initialized"`
+	Config         *configJSON `json:"config,omitempty"`
+	ConfigError    string      `json:"config_error,omitempty"`
+	ConfigKey      string      `json:"config_key"`
 	// The hash's raw fields ("" when missing) and its TTL (-1: none, -2: no key).
 	Rate          string              `json:"rate"`
 	Interval      string              `json:"interval"`
@@ -115,7 +135,7 @@ type redissonGrantJSON struct {
 }
 
 func inspectionToJSON(in *redissonstore.Inspection) inspectionJSON {
-	out := inspectionJSON{Name: in.Name, Layout: in.Layout.String(), NowMS: in.Now.UnixMilli(), Initialized: in.Initialized,
+	out := inspectionJSON{Name: in.Name, ClientsScanned: in.ClientsScanned, Layout: in.Layout.String(), NowMS: in.Now.UnixMilli(), Initialized: in.Initialized,
 		ConfigKey: in.Keys.Config, Rate: in.Rate, Interval: in.Interval, Type: in.Type, KeepAliveTime: in.KeepAliveTime,
 		ConfigTTLMS: in.ConfigTTL.Milliseconds(), States: []redissonStateJSON{}}
 	if in.ConfigErr != nil {

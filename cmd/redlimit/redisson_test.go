@@ -77,3 +77,66 @@ func TestRedissonCommands(t *testing.T) {
 		t.Fatalf("get --redisson without Redis: %v", got)
 	}
 }
+
+// TestGetRedissonPerClientAndMissing: get --redisson on a PER_CLIENT
+// limiter lists the state of every client it finds (or of those named); on
+// a missing limiter, or keys without a config, it exits 2 saying so.
+func TestGetRedissonPerClientAndMissing(t *testing.T) {
+	srv := redistest.Start(t)
+	fake := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	d := deps{Clock: fake}
+	ctx := context.Background()
+	java, err := redissonstore.New(srv.Client(t), redissonstore.WithClock(fake))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, client := range []string{"svc-a", "svc-b"} {
+		l, _ := redlimit.New(java, "per", redlimit.WithClock(fake), redlimit.WithClientID(client))
+		if err := l.SetRate(ctx, redlimit.PerInterval(3, time.Minute).WithMode(redlimit.PerClient)); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := l.TryAcquire(ctx, 2); err != nil || !r.Allowed {
+			t.Fatalf("Redisson-side grant for %s: %+v, %v", client, r, err)
+		}
+	}
+	redis := []string{"--redis", srv.URL()}
+
+	got := call(t, d, append([]string{"get", "per", "--redisson"}, redis...)...)
+	for _, want := range []string{"3 per 1m0s (sliding-log, per-client)", "overall (not used: the limiter is PER_CLIENT)",
+		"client svc-a: 1 left, 2 in use, counter 1", "client svc-b: 1 left, 2 in use, counter 1"} {
+		if got.code != exitOK || got.stderr != "" || !strings.Contains(got.stdout, want) {
+			t.Errorf("get --redisson of a PER_CLIENT limiter: %s; want %q", got, want)
+		}
+	}
+	got = call(t, d, append([]string{"get", "per", "--redisson", "--json"}, redis...)...)
+	var in inspectionJSON
+	decodeOne(t, got.stdout, &in)
+	if got.code != exitOK || !in.ClientsScanned || len(in.States) != 3 || in.States[1].Client != "svc-a" || in.States[1].Value == nil ||
+		*in.States[1].Value != 1 || len(in.States[1].Grants) != 1 || in.States[2].Client != "svc-b" || in.States[2].InUse != 2 {
+		t.Errorf("get --redisson --json of a PER_CLIENT limiter: %s: %+v", got, in)
+	}
+	// Named clients: those alone, no scan.
+	got = call(t, d, append([]string{"get", "per", "--redisson", "--client", "svc-b", "--json"}, redis...)...)
+	in = inspectionJSON{}
+	decodeOne(t, got.stdout, &in)
+	if got.code != exitOK || in.ClientsScanned || len(in.States) != 2 || in.States[1].Client != "svc-b" {
+		t.Errorf("get --redisson --client svc-b --json: %s: %+v", got, in)
+	}
+
+	// Missing: exit 2, nothing on stdout, the key named.
+	for _, args := range [][]string{{"get", "nope", "--redisson"}, {"get", "nope", "--redisson", "--json"}} {
+		got = call(t, d, append(args, redis...)...)
+		if got.code != exitError || got.stdout != "" ||
+			got.stderr != `redlimit get: no Redisson rate limiter "nope" in this Redis: no key "nope" (nor its state); Redisson keys have no prefix, and --layout current was read`+"\n" {
+			t.Errorf("redlimit %q: %s; want exit 2 and the missing limiter named", args, got)
+		}
+	}
+	// A counter without its hash: shown, and exit 2.
+	if err := srv.Client(t).Set(ctx, "{half}:value", 3, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got = call(t, d, append([]string{"get", "half", "--redisson"}, redis...)...)
+	if got.code != exitError || !strings.Contains(got.stdout, "counter 3") || !strings.Contains(got.stderr, `Redisson rate limiter "half" is not initialized`) {
+		t.Errorf("get --redisson of a counter without its hash: %s", got)
+	}
+}

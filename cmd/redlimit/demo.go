@@ -19,9 +19,10 @@ var demoCmd = &command{
 	help: `
 Starts the callers at once; each waits in Acquire for its permits from one
 overall limiter of rate per interval, reset first so that every run starts
-afresh. Prints each grant as it happens (its time since the start and how
-long the caller waited), then how long serving everyone took: with the
-defaults about 19s, callers served in the order they asked.`,
+afresh. Prints each grant as it happens, the callers numbered in the order
+they are granted from caller 1 (its time since the start and how long the
+caller waited), then how long serving everyone took: with the defaults
+about 19s, one caller a second.`,
 }
 
 // maxCallers bounds --callers: each caller is a goroutine and a line.
@@ -90,7 +91,7 @@ func cmdDemo(ctx context.Context, c *cli, cmd *command, args []string) int {
 		return c.fail(cmd, err)
 	}
 	start := now.Truncate(time.Millisecond)
-	for i := 1; i <= *callers; i++ {
+	for range *callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -104,9 +105,11 @@ func cmdDemo(ctx context.Context, c *cli, cmd *command, args []string) int {
 				}
 				return
 			}
-			// The grant's instant is the one the store reserved, not when
-			// this goroutine got to run after its timer fired.
-			g := grant{caller: i, at: max(0, res.At.Sub(start)), waited: res.Waited}
+			// Callers are numbered as they are granted, from 1: the
+			// goroutines' start order means nothing to the store. The
+			// grant's instant is the one the store reserved, not when this
+			// goroutine got to run after its timer fired.
+			g := grant{caller: len(grants) + 1, at: max(0, res.At.Sub(start)), waited: res.Waited}
 			grants = append(grants, g)
 			if sf.json {
 				return
@@ -123,9 +126,13 @@ func cmdDemo(ctx context.Context, c *cli, cmd *command, args []string) int {
 		return c.fail(cmd, firstErr)
 	}
 
-	// Lines came out in the order the callers woke; the summary and the
-	// JSON are in the order of the grants (ties: as they came).
+	// Lines came out as the callers woke, in the order of the grants but
+	// for a caller that woke late; the summary and the JSON are in the
+	// order of the grants' instants (ties: as they came), numbered so.
 	sort.SliceStable(grants, func(i, j int) bool { return grants[i].at < grants[j].at })
+	for i := range grants {
+		grants[i].caller = i + 1
+	}
 	elapsed := grants[len(grants)-1].at
 	if sf.json {
 		type grantJSON struct {

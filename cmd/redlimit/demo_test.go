@@ -71,8 +71,9 @@ func TestDemo(t *testing.T) {
 				line := next()
 				m := grant.FindStringSubmatch(line)
 				want := fmt.Sprintf("%d.000", k)
-				if m == nil || m[2] != want || m[3] != want || seen[m[1]] {
-					t.Fatalf("grant %d: %q; want a new caller granted at +%ss (waited %ss)", k, line, want, want)
+				// Numbered in the order granted, from caller 1.
+				if m == nil || m[1] != fmt.Sprintf("%02d", k+1) || m[2] != want || m[3] != want || seen[m[1]] {
+					t.Fatalf("grant %d: %q; want caller %02d granted at +%ss (waited %ss)", k, line, k+1, want, want)
 				}
 				seen[m[1]] = true
 			}
@@ -124,8 +125,8 @@ func TestDemoJSON(t *testing.T) {
 				}
 				seen := map[int]bool{}
 				for k, g := range out.Grants {
-					if g.AtMS != int64(k)*1000 || g.WaitedMS != g.AtMS || g.Caller < 1 || g.Caller > 5 || seen[g.Caller] {
-						t.Errorf("run %d: grant %d: %+v; want a new caller at %dms", run, k, g, k*1000)
+					if g.AtMS != int64(k)*1000 || g.WaitedMS != g.AtMS || g.Caller != k+1 || seen[g.Caller] {
+						t.Errorf("run %d: grant %d: %+v; want caller %d at %dms", run, k, g, k+1, k*1000)
 					}
 					seen[g.Caller] = true
 				}

@@ -69,9 +69,10 @@
 //
 //	Starts the callers at once; each waits in Acquire for its permits from one
 //	overall limiter of rate per interval, reset first so that every run starts
-//	afresh. Prints each grant as it happens (its time since the start and how
-//	long the caller waited), then how long serving everyone took: with the
-//	defaults about 19s, callers served in the order they asked.
+//	afresh. Prints each grant as it happens, the callers numbered in the order
+//	they are granted from caller 1 (its time since the start and how long the
+//	caller waited), then how long serving everyone took: with the defaults
+//	about 19s, one caller a second.
 //
 //	Flags:
 //	  -callers number

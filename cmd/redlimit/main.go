@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/clock"
 )
@@ -69,11 +70,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) i
 		usage(stderr)
 		return exitError
 	}
-	switch args[0] {
+	name := args[0]
+	switch name {
 	case "-h", "-help", "--help":
-		args[0] = "help"
+		name = "help"
 	}
-	if cmd := lookup(args[0]); cmd != nil {
+	if cmd := lookup(name); cmd != nil {
 		return cmd.run(ctx, c, cmd, args[1:])
 	}
 	fmt.Fprintf(stderr, "redlimit: unknown command %q\nrun 'redlimit help' for usage\n", args[0])

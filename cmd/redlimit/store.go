@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/memstore"

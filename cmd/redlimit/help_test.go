@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -152,5 +153,19 @@ func TestVersionLdflags(t *testing.T) {
 	}
 	if err := json.Unmarshal(out, &got); err != nil || got.Version != "v9.8.7-test" || got.Module != "github.com/redlimit/redlimit" {
 		t.Errorf("redlimit version --json built with -X main.version=v9.8.7-test: %s (%v)", out, err)
+	}
+}
+
+// TestReadmeShowsHelp keeps the README's copy of the usage equal to the
+// command's, so the page a newcomer reads first never drifts from the tool.
+func TestReadmeShowsHelp(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	usage(&want)
+	if !strings.Contains(string(readme), "```\n"+want.String()+"```\n") {
+		t.Errorf("README.md's \"The command\" section differs from 'redlimit help'; paste this there:\n%s", want.String())
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	_ "embed"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -42,24 +45,18 @@ type seedScripts struct {
 }
 
 // loadSeedScripts extracts the tryAcquire, trySetRate and setRate scripts
-// from seed 001 (found by walking up from the working directory; the tests
-// fail without it) and checks that Redis compiles each. For tryAcquire the
-// article has three variants: the Java string Redisson sends, a fenced Lua
-// block and a commented copy; the first complete one that compiles is used.
+// from seed 001 (found by walking up from the working directory) and checks
+// that Redis compiles each. For tryAcquire the article has three variants:
+// the Java string Redisson sends, a fenced Lua block and a commented copy;
+// the first complete one that compiles is used.
+//
+// Only the tests that replay Redisson's legacy scripts call it. A clone
+// without the shared folder beside it has no seed: those tests skip, naming
+// what is missing; every other test runs without it. A seed that is there
+// but unreadable or without the scripts fails the test.
 func loadSeedScripts(t testing.TB, rdb *redis.Client) seedScripts {
 	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := redissonseed.Find(wd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, err := redissonseed.Read(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	seed := readSeed(t)
 	ctx := context.Background()
 	compiles := func(src string) bool { return rdb.ScriptLoad(ctx, src).Err() == nil }
 	s := seedScripts{variants: map[string]string{}, trySetRate: seed.TrySetRate, setRate: seed.SetRate}
@@ -84,6 +81,44 @@ func loadSeedScripts(t testing.TB, rdb *redis.Client) seedScripts {
 		t.Fatalf("seed 001: setRate script not found or not compiling: %q", s.setRate)
 	}
 	return s
+}
+
+// seedOnce reads and parses the seed once per test binary: the interop
+// traces build a Java side per trace.
+var seedOnce struct {
+	sync.Once
+	scripts redissonseed.Scripts
+	skip    string
+	err     error
+}
+
+// readSeed returns Redisson's legacy scripts as the seed quotes them; it
+// skips the test when no shared/seeds folder is found and fails it when the
+// seed cannot be read.
+func readSeed(t testing.TB) redissonseed.Scripts {
+	t.Helper()
+	seedOnce.Do(func() {
+		wd, err := os.Getwd()
+		if err != nil {
+			seedOnce.err = err
+			return
+		}
+		dir, err := redissonseed.Find(wd)
+		if err != nil {
+			seedOnce.skip = fmt.Sprintf("this test replays Redisson's legacy scripts, read from %s "+
+				"(a shared/seeds folder beside the repository, looked for from %s upward), which is missing",
+				filepath.Join(filepath.Dir(filepath.Dir(wd)), "shared", "seeds", redissonseed.File), wd)
+			return
+		}
+		seedOnce.scripts, seedOnce.err = redissonseed.Read(dir)
+	})
+	if seedOnce.skip != "" {
+		t.Skip(seedOnce.skip)
+	}
+	if seedOnce.err != nil {
+		t.Fatal(seedOnce.err)
+	}
+	return seedOnce.scripts
 }
 
 // javaSide runs Redisson's scripts of one layout as a Redisson client with

@@ -132,6 +132,7 @@ type javaSide struct {
 }
 
 func newJavaSide(t testing.TB, rdb *redis.Client, layout Layout, id string, keepAlive int64, rnd *rand.Rand) *javaSide {
+	t.Helper()
 	j := &javaSide{layout: layout, id: id, keepAlive: keepAlive, rnd: rnd}
 	if layout == Legacy {
 		s := loadSeedScripts(t, rdb)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redistest"
@@ -253,50 +255,64 @@ func TestClusterBehindOneEndpoint(t *testing.T) {
 	}
 }
 
-// TestRefusalCacheAfterRelease: a release made through the store while
-// refusals of the same limiter are in flight leaves no cached refusal
-// behind, whichever reply its caller sees first.
+// TestRefusalCacheAfterRelease: a release made through the store while a
+// refusal of the same limiter is in flight leaves no cached refusal behind,
+// even when the release's caller sees its reply before the refusal's caller
+// sees the refusal. A proxy holds the refusal's reply back after Redis made
+// the refusal, the release (another client of the limiter, so another lane
+// and connection) completes, then the refusal's reply goes on: the permit
+// released must then be granted, by Redis, not refused from the cache.
 func TestRefusalCacheAfterRelease(t *testing.T) {
-	rdb := redistest.Start(t).Client(t)
-	ctx := context.Background()
-	checked := 0
-	for i := 0; i < 200; i++ {
-		s, err := New(rdb, WithPrefix(fmt.Sprintf("rel%d:", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, _ := redlimit.New(s, "r", redlimit.WithConfig(redlimit.TokenBucketConfig(1, time.Hour, 1)))
-		if r, err := l.TryAcquire(ctx, 1); err != nil || !r.Allowed {
-			t.Fatalf("first permit: %+v, %v", r, err)
-		}
-		var wg sync.WaitGroup
-		for g := 0; g < 16; g++ {
-			wg.Add(1)
+	srv := redistest.Start(t)
+	for _, batching := range []bool{true, false} {
+		t.Run(fmt.Sprintf("batching=%v", batching), func(t *testing.T) {
+			proxy := startHoldProxy(t, srv.Addr)
+			rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr})
+			t.Cleanup(func() { _ = rdb.Close() })
+			ctx := context.Background()
+			// A fixed clock: the release hands back exactly the permit
+			// taken, and the refusal would stay cached.
+			clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+			opts := []Option{WithPrefix(fmt.Sprintf("rel-%v:", batching)), WithClock(clk)}
+			if !batching {
+				opts = append(opts, WithoutBatching())
+			}
+			s, err := New(rdb, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := redlimit.WithConfig(redlimit.TokenBucketConfig(1, time.Hour, 1))
+			a, _ := redlimit.New(s, "r", cfg, redlimit.WithClientID("a"))
+			b, _ := redlimit.New(s, "r", cfg, redlimit.WithClientID("b"))
+			if r, err := a.TryAcquire(ctx, 1); err != nil || !r.Allowed {
+				t.Fatalf("first permit: %+v, %v", r, err)
+			}
+
+			held := proxy.Arm()
+			type answer struct {
+				r   redlimit.Result
+				err error
+			}
+			refused := make(chan answer, 1)
 			go func() {
-				defer wg.Done()
-				l.TryAcquire(ctx, 1)
+				r, err := a.TryAcquire(ctx, 1)
+				refused <- answer{r, err}
 			}()
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.Release(ctx, 1)
-		}()
-		wg.Wait()
-		avail, err := l.AvailablePermits(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if avail == 0 {
-			continue // the release came first and a refusal-to-be took the permit
-		}
-		if r, err := l.TryAcquire(ctx, 1); err != nil || !r.Allowed {
-			t.Fatalf("iteration %d: %d available but refused: %+v, %v", i, avail, r, err)
-		}
-		checked++
-	}
-	if checked == 0 {
-		t.Fatal("in no iteration did the release come last: the race was never reached")
+			<-held // Redis refused; the caller has not seen it yet
+			got, err := b.Release(ctx, 1)
+			proxy.Release()
+			ans := <-refused
+			if err != nil || got != 1 {
+				t.Fatalf("Release(1) = %d, %v", got, err)
+			}
+			if ans.err != nil || ans.r.Allowed {
+				t.Fatalf("the call made before the release: %+v, %v; want a refusal", ans.r, ans.err)
+			}
+
+			if r, err := a.TryAcquire(ctx, 1); err != nil || !r.Allowed {
+				t.Fatalf("after the release: %+v, %v; want the released permit (local refusals: %d)", r, err, s.Stats().LocalRefusals)
+			}
+		})
 	}
 }
 

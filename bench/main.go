@@ -244,7 +244,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		e.admin = redis.NewClient(e.base)
 		defer e.admin.Close()
 		if m.RedisVersion, err = infoField(ctx, e.admin, "server", "redis_version"); err != nil {
-			return fmt.Errorf("Redis: %w", err)
+			return fmt.Errorf("reading the Redis version: %w", err)
 		}
 		if slices.ContainsFunc(selected, func(s *system) bool { return s.Family == "redisson" }) {
 			wd, _ := os.Getwd()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -226,7 +227,7 @@ func prepareRedisRate(ctx context.Context, e *env, l limit, n, callers int) (*ta
 
 func prepareRedisson(ctx context.Context, e *env, l limit, n, callers int) (*target, error) {
 	if e.redisson == nil {
-		return nil, fmt.Errorf("Redisson's script is not loaded")
+		return nil, errors.New("the Redisson script is not loaded")
 	}
 	rdb := e.client(callers)
 	name := func(i int) string { return e.prefix + "redisson:" + e.name(i, n) }
@@ -246,7 +247,7 @@ func prepareRedisson(ctx context.Context, e *env, l limit, n, callers int) (*tar
 		})
 		if err != nil {
 			rdb.Close()
-			return nil, fmt.Errorf("Redisson trySetRate: %w", err)
+			return nil, fmt.Errorf("trySetRate of the Redisson script: %w", err)
 		}
 	}
 	script := e.redisson.tryAcquire

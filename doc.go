@@ -11,9 +11,12 @@
 // The config is stored with the limiter, so SetRate reaches every client at
 // once; WithConfig makes a client restore it if the store lost it.
 //
-// Every call takes a context. A refusal is a Result, not an error; errors are
-// typed (ErrInvalidArgument, ErrPermitsExceedRate, ErrNotInitialized,
-// ErrConfigMismatch, ErrUnavailable, ErrCorrupt) and wrap their cause.
+// Every call takes a context. TryAcquire and TryAcquireWait report a refusal
+// as a Result, not an error; Acquire returns a nil error if and only if it
+// granted (a refusal is a *RefusalError: ErrRefused, with ErrWouldExceedDeadline
+// or ErrQueueFull). Errors are typed (ErrInvalidArgument, ErrPermitsExceedRate,
+// ErrNotInitialized, ErrConfigMismatch, ErrUnavailable, ErrCorrupt) and wrap
+// their cause.
 //
 // Acquire and TryAcquireWait wait in line on redlimit's own stores
 // (memstore, redisstore): one round trip reserves the next free instant

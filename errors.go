@@ -3,6 +3,7 @@ package redlimit
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Errors a caller can test for with errors.Is. Every error redlimit returns
@@ -29,7 +30,49 @@ var (
 	// ErrDenied: the store refused the credentials or the permission (a wrong
 	// password, an ACL without a command or key redlimit needs).
 	ErrDenied = errors.New("redlimit: store denied access")
+
+	// ErrRefused: the permits were not granted, by the rules of the limit
+	// (a refusal, not a failure: the store answered). TryAcquire and
+	// TryAcquireWait report refusals as a Result with Allowed false and a
+	// nil error; Acquire, which returns a nil error only with a grant,
+	// returns a *RefusalError that matches ErrRefused and one of the two
+	// reasons below. An HTTP middleware answers it with 429 Too Many
+	// Requests, where ErrUnavailable is a 5xx.
+	ErrRefused = errors.New("redlimit: refused")
+	// ErrWouldExceedDeadline: Acquire was refused at once because the store
+	// could grant the permits only after the context's deadline (the
+	// Result's RetryAfter says when). It matches ErrRefused. It does not
+	// match context.DeadlineExceeded: the deadline has not passed and the
+	// call did not wait for it; the limit refused, which a caller must be
+	// able to tell from a timeout of the store or of its own work.
+	ErrWouldExceedDeadline = fmt.Errorf("%w: the permits could be granted only after the context's deadline", ErrRefused)
+	// ErrQueueFull: Acquire was refused because a leaky bucket's queue has
+	// no room for the permits, however long the caller would wait. It
+	// matches ErrRefused.
+	ErrQueueFull = fmt.Errorf("%w: the leaky bucket's queue is full", ErrRefused)
 )
+
+// RefusalError is Acquire's error when the permits were not granted:
+// errors.Is matches ErrRefused and its Reason. The Result returned with it
+// carries the same RetryAfter.
+type RefusalError struct {
+	// Reason is ErrWouldExceedDeadline, ErrQueueFull, or ErrRefused itself
+	// for a refusal of the fallback store (see WithFallback).
+	Reason error
+	// RetryAfter is how long until the permits could be granted at once
+	// (assuming nobody else takes them first); 0 when unknown.
+	RetryAfter time.Duration
+}
+
+func (e *RefusalError) Error() string {
+	if e.RetryAfter <= 0 {
+		return e.Reason.Error()
+	}
+	return fmt.Sprintf("%v (retry after %v)", e.Reason, e.RetryAfter)
+}
+
+// Unwrap returns the Reason, which wraps ErrRefused.
+func (e *RefusalError) Unwrap() error { return e.Reason }
 
 // ArgumentError describes a bad argument. errors.Is(err, ErrInvalidArgument)
 // holds for every ArgumentError, and errors.Is(err, Kind) for its kind.

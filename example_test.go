@@ -77,7 +77,9 @@ func ExampleLimiter_SetRate() {
 
 // Acquire waits its turn: one round trip reserves the permits, then it
 // sleeps until they are due, or until the context ends (and then hands
-// them back).
+// them back). Its error is nil if and only if the permits were granted, so
+// checking the error is enough; a grant that could only come after the
+// context's deadline is refused at once.
 func ExampleLimiter_Acquire() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -86,17 +88,31 @@ func ExampleLimiter_Acquire() {
 	for i := 0; i < 3; i++ {
 		r, err := l.Acquire(ctx, 1)
 		if err != nil {
-			panic(err)
+			fmt.Println("not sent:", err) // no permit: refused, cancelled or the store failed
+			return
 		}
 		if i == 0 {
 			first = r.At
 		}
 		fmt.Printf("sent %d at +%v\n", i, r.At.Sub(first))
 	}
+	// One report an hour: the second could only be sent after the deadline.
+	reports, _ := redlimit.New(memstore.New(), "reports", redlimit.WithConfig(redlimit.PerInterval(1, time.Hour)))
+	if _, err := reports.Acquire(ctx, 1); err != nil {
+		fmt.Println("not sent:", err)
+		return
+	}
+	r, err := reports.Acquire(ctx, 1)
+	fmt.Println("refused:", errors.Is(err, redlimit.ErrRefused), errors.Is(err, redlimit.ErrWouldExceedDeadline))
+	fmt.Println("a timeout:", errors.Is(err, context.DeadlineExceeded))
+	fmt.Println("retry after:", r.RetryAfter.Round(time.Minute))
 	// Output:
 	// sent 0 at +0s
 	// sent 1 at +50ms
 	// sent 2 at +100ms
+	// refused: true true
+	// a timeout: false
+	// retry after: 1h0m0s
 }
 
 // PerClient gives each client its own limit under one name.

@@ -28,8 +28,9 @@ type Limiter struct {
 	known atomic.Pointer[Config]
 }
 
-// Result is the answer to an acquire call. A refusal is a Result with
-// Allowed false, not an error.
+// Result is the answer to an acquire call. TryAcquire and TryAcquireWait
+// report a refusal as a Result with Allowed false and a nil error; Acquire
+// returns it with a *RefusalError (errors.Is ErrRefused).
 type Result struct {
 	// Allowed reports whether the permits were granted.
 	Allowed bool
@@ -209,18 +210,39 @@ func (l *Limiter) TryAcquireWait(ctx context.Context, n int64, maxWait time.Dura
 	return l.acquire(ctx, n, maxWait)
 }
 
-// Acquire waits until n permits are granted or ctx ends. A caller whose
-// context ends while it waits hands its reserved permits back, so they are
-// not lost to others, and gets ctx.Err().
+// Acquire waits until n permits are granted or ctx ends. It returns a nil
+// error if and only if the permits were granted (as x/time/rate's WaitN), so
+// code that checks only the error never goes on without a permit:
+//
+//   - When the store can grant them only after ctx's deadline, Acquire does
+//     not sleep in vain: it returns at once a *RefusalError matching
+//     ErrWouldExceedDeadline (and ErrRefused, not context.DeadlineExceeded),
+//     with the Result's RetryAfter set.
+//   - When a leaky bucket's queue has no room, it returns at once a
+//     *RefusalError matching ErrQueueFull (and ErrRefused).
+//   - A caller whose context ends while it waits hands its reserved permits
+//     back, so they are not lost to others, and gets ctx.Err().
+//
+// Store failures are errors as for every call (ErrUnavailable, ...), unless
+// the failure policy or the fallback store grants.
 func (l *Limiter) Acquire(ctx context.Context, n int64) (Result, error) {
-	return l.acquire(ctx, n, -1)
+	r, err := l.acquire(ctx, n, -1)
+	if err == nil && !r.Allowed {
+		// A refusal of the fallback store (the stores' own refusals
+		// are errors already).
+		return r, &RefusalError{Reason: ErrRefused, RetryAfter: r.RetryAfter}
+	}
+	return r, err
 }
 
 // handBackTimeout bounds the hand-back of a cancelled reservation.
 const handBackTimeout = 2 * time.Second
 
+// acquire asks the store for n permits, waiting at most maxWait (negative:
+// Acquire, as long as ctx lasts, and a refusal is an error).
 func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (Result, error) {
 	known := l.knownConfig()
+	mustGrant := maxWait < 0
 	if err := ValidatePermits(n); err != nil {
 		return Result{}, err
 	}
@@ -245,12 +267,29 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 	// the Decision to a call, or a Result back from one, costs 8-15 ns here
 	// (BenchmarkTryAcquire in memstore), a tenth of the whole call.
 	if !d.Granted {
-		return Result{Remaining: d.Remaining, RetryAfter: d.Wait}, nil
+		r := Result{Remaining: d.Remaining, RetryAfter: d.Wait}
+		if mustGrant {
+			return r, refusal(ctx, &d)
+		}
+		return r, nil
 	}
 	if d.Wait <= 0 {
 		return Result{Allowed: true, Remaining: d.Remaining, At: d.At, Waited: d.Wait}, nil
 	}
 	return l.wait(ctx, d, n)
+}
+
+// refusal is Acquire's error for a refused decision: a store refuses a
+// wait bounded only by ctx when the queue is full or the grant would come
+// after ctx's deadline.
+func refusal(ctx context.Context, d *Decision) error {
+	reason := ErrRefused
+	if _, ok := ctx.Deadline(); d.Full {
+		reason = ErrQueueFull
+	} else if ok {
+		reason = ErrWouldExceedDeadline
+	}
+	return &RefusalError{Reason: reason, RetryAfter: d.Wait}
 }
 
 // wait turns a decision into a Result, sleeping until a reservation is due

@@ -100,6 +100,10 @@ type Decision struct {
 	Now time.Time
 	// Config is the stored config the decision was made under.
 	Config Config
+	// Full, on a refusal, says that a leaky bucket's queue has no room for
+	// the request: it would be refused whatever the wait (Acquire's
+	// ErrQueueFull). False for every other refusal and every grant.
+	Full bool
 }
 
 // MaxNameLen is the longest limiter name, in bytes.

@@ -514,6 +514,11 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 		if out.At = out.Now; d.At != d.Now {
 			out.At = ms(d.At)
 		}
+	} else if lb, ok := lg.State.(*leakybucket.State); ok {
+		// Full: refused even with no bound on the wait. A refusal changes
+		// nothing, so a copy asked again answers for the same state.
+		again := *lb
+		out.Full = !again.Acquire(k.now, k.c.lim, n, algorithm.Unlimited).Granted
 	}
 	out.Config = k.c.Config
 	s.end(&k)

@@ -470,7 +470,8 @@ func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error
 	return decodeConfig(raw)
 }
 
-// reply is limiter.lua's answer.
+// reply is limiter.lua's answer. code: 1 granted (or done), 0 refused, 2
+// refused by a full leaky-bucket queue, -2 more permits than grantable.
 type reply struct {
 	code, value, wait, now int64
 	// cfg is the stored config, shared by the replies of one work.
@@ -536,7 +537,7 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 	if err != nil {
 		return redlimit.Decision{}, err
 	}
-	d := redlimit.Decision{Granted: r.code == 1, Remaining: r.value, Wait: time.Duration(r.wait) * time.Millisecond, Now: time.UnixMilli(r.now), Config: *r.cfg}
+	d := redlimit.Decision{Granted: r.code == 1, Remaining: r.value, Wait: time.Duration(r.wait) * time.Millisecond, Now: time.UnixMilli(r.now), Config: *r.cfg, Full: r.code == 2}
 	if d.Granted {
 		d.At = time.UnixMilli(r.at())
 	}

@@ -192,7 +192,7 @@ func decodeReplies(raw any, works []*work) error {
 					return err
 				}
 			}
-			if o.code < -2 || o.code > 1 {
+			if o.code < -2 || o.code > 2 {
 				return fmt.Errorf("%w: script reply code %d", redlimit.ErrCorrupt, o.code)
 			}
 		}

@@ -111,6 +111,7 @@ func Run(t *testing.T, f Factory) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(newEnv(t, f)) })
 	}
+	t.Run("Contract", func(t *testing.T) { Contract(t, f) })
 }
 
 func testTrySetRate(e *env) {

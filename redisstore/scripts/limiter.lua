@@ -45,7 +45,8 @@
 --   flag 0: the stored config is the one the client sent; 1: it is not, and
 --           follows, as one string
 --   then for each call: code, value, wait
---   code  1 granted / done, 0 refused, -2 permits exceed the most grantable at once
+--   code  1 granted / done, 0 refused, 2 refused: a leaky bucket's queue is full,
+--         -2 permits exceed the most grantable at once
 --   value acquire, available: permits left; cancel, release: permits handed back
 --   wait  acquire: ms from now until the grant (granted: at now + wait), or
 --         the retry-after (refused)
@@ -689,7 +690,9 @@ local function bucket(leaky, op, n, arg3)
   end
   wait = by_expiry(now + wait) - now
   if refuse or (arg3 >= 0 and wait > arg3) then
-    return reply(0, b_remaining(leaky, owed), wait, 0) -- a refusal changes nothing
+    local code = 0
+    if refuse then code = 2 end -- the leaky bucket's queue is full
+    return reply(code, b_remaining(leaky, owed), wait, 0) -- a refusal changes nothing
   end
   owed = owed + n * interval
   b_finish(owed)

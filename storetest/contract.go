@@ -1,0 +1,175 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+)
+
+// Contract runs the cases of the Limiter's contract with its callers against
+// stores made by f, under each of algs (none given: every algorithm):
+//
+//   - Acquire returns a nil error if and only if it was granted; a grant
+//     that could come only after the context's deadline is refused at once
+//     with ErrWouldExceedDeadline, a full leaky-bucket queue with
+//     ErrQueueFull, both ErrRefused and neither context.DeadlineExceeded;
+//     TryAcquireWait reports the same refusals as Results.
+//   - Release gives back only what the calling Limiter was granted and
+//     still holds.
+//
+// Run calls it for every algorithm; a store that holds fewer algorithms
+// (redissonstore: the sliding log) calls it with those.
+func Contract(t *testing.T, f Factory, algs ...redlimit.Algorithm) {
+	if len(algs) == 0 {
+		algs = redlimit.Algorithms
+	}
+	cases := []struct {
+		name string
+		fn   func(*env, redlimit.Config)
+	}{
+		{"AcquireRefusesPastDeadline", testAcquirePastDeadline},
+		{"AcquireQueueFull", testAcquireQueueFull},
+	}
+	for _, a := range algs {
+		cfg := contractConfig(a)
+		for _, tc := range cases {
+			t.Run(string(a)+"/"+tc.name, func(t *testing.T) { tc.fn(newEnv(t, f), cfg) })
+		}
+	}
+}
+
+// contractConfig is a limit of 2 permits an hour under algorithm a: once
+// taken, the next grant is at least half an hour away (fixed window: until
+// the hour ends), far beyond any deadline the cases set.
+func contractConfig(a redlimit.Algorithm) redlimit.Config {
+	c := redlimit.PerInterval(2, time.Hour).WithAlgorithm(a)
+	switch a {
+	case redlimit.TokenBucket:
+		c.Burst = 2
+	case redlimit.LeakyBucket:
+		c.Capacity = 2
+	}
+	return c
+}
+
+// contractDeadline is the deadline of the cases' bounded calls: real time
+// (contexts know no other), far shorter than the fake clock's waits and far
+// longer than any call takes.
+const contractDeadline = time.Minute
+
+// exhaust takes single permits until one is refused and returns that
+// refusal.
+func (e *env) exhaust(l *redlimit.Limiter) redlimit.Result {
+	e.t.Helper()
+	for i := 0; i < 100; i++ {
+		if r := e.try(l, 1); !r.Allowed {
+			return r
+		}
+	}
+	e.t.Fatal("100 permits granted at once")
+	return redlimit.Result{}
+}
+
+// testAcquirePastDeadline: when the store can grant only after ctx's
+// deadline, Acquire refuses at once with a typed error and the retry-after,
+// sleeps on nothing and reserves nothing; TryAcquireWait answers the same
+// refusal as a Result.
+func testAcquirePastDeadline(e *env, cfg redlimit.Config) {
+	l := e.configured("deadline", cfg)
+	refused := e.exhaust(l)
+	if refused.RetryAfter <= contractDeadline {
+		e.t.Fatalf("refusal %+v: want a retry-after beyond %v", refused, contractDeadline)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, contractDeadline)
+	defer cancel()
+	r, err := l.Acquire(ctx, 1)
+	var re *redlimit.RefusalError
+	switch {
+	case err == nil:
+		e.t.Fatalf("Acquire past the deadline = %+v with a nil error; want ErrWouldExceedDeadline", r)
+	case !errors.Is(err, redlimit.ErrWouldExceedDeadline) || !errors.Is(err, redlimit.ErrRefused) || !errors.As(err, &re):
+		e.t.Fatalf("Acquire past the deadline: %v; want a *RefusalError matching ErrWouldExceedDeadline and ErrRefused", err)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redlimit.ErrQueueFull) || errors.Is(err, redlimit.ErrUnavailable):
+		e.t.Fatalf("Acquire past the deadline: %v matches a timeout, a full queue or a store failure", err)
+	}
+	if r.Allowed || r.RetryAfter != refused.RetryAfter || re.RetryAfter != refused.RetryAfter {
+		e.t.Fatalf("Acquire past the deadline = %+v, %v; want refused, retry after %v like TryAcquire", r, err, refused.RetryAfter)
+	}
+	if n := e.clock.Timers(); n != 0 {
+		e.t.Fatalf("a refused Acquire left %d sleepers on the clock", n)
+	}
+	// Nothing was reserved: at the retry-after a permit is granted at once.
+	w, err := l.TryAcquireWait(e.ctx, 1, contractDeadline)
+	if err != nil || w.Allowed || w.RetryAfter != refused.RetryAfter {
+		e.t.Fatalf("TryAcquireWait(%v) = %+v, %v; want a refusal as a Result, retry after %v", contractDeadline, w, err, refused.RetryAfter)
+	}
+	e.clock.Advance(refused.RetryAfter)
+	if r := e.try(l, 1); !r.Allowed {
+		e.t.Fatalf("at the retry-after: %+v; a refused Acquire held a reservation", r)
+	}
+	// A grant is a nil error.
+	e.clock.Advance(time.Hour)
+	if r, err := l.Acquire(ctx, 1); err != nil || !r.Allowed {
+		e.t.Fatalf("Acquire with permits free = %+v, %v", r, err)
+	}
+}
+
+// testAcquireQueueFull: a leaky bucket whose queue has no room refuses
+// Acquire at once with ErrQueueFull, with or without a deadline; the other
+// algorithms have no queue and reserve instead.
+func testAcquireQueueFull(e *env, cfg redlimit.Config) {
+	l := e.configured("full", cfg)
+	e.exhaust(l)
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	// One waiter fills the queue (capacity 2: one granted, one waiting).
+	waiter := make(chan error, 2)
+	go func() {
+		_, err := e.limiter("full").Acquire(ctx, 1)
+		waiter <- err
+	}()
+	e.waitTimers(1)
+	if cfg.Algorithm != redlimit.LeakyBucket {
+		// No queue to fill: the next caller waits its turn too.
+		go func() {
+			_, err := e.limiter("full").Acquire(ctx, 1)
+			waiter <- err
+		}()
+		e.waitTimers(2)
+		cancel()
+		for i := 0; i < 2; i++ {
+			if err := <-waiter; !errors.Is(err, context.Canceled) {
+				e.t.Fatalf("cancelled waiter: %v", err)
+			}
+		}
+		return
+	}
+	bounded, cancelBounded := context.WithTimeout(e.ctx, contractDeadline)
+	defer cancelBounded()
+	for _, c := range []context.Context{e.ctx, bounded} {
+		r, err := l.Acquire(c, 1)
+		var re *redlimit.RefusalError
+		if err == nil || !errors.Is(err, redlimit.ErrQueueFull) || !errors.Is(err, redlimit.ErrRefused) || !errors.As(err, &re) {
+			e.t.Fatalf("Acquire on a full queue = %+v, %v; want a *RefusalError matching ErrQueueFull", r, err)
+		}
+		if errors.Is(err, redlimit.ErrWouldExceedDeadline) || errors.Is(err, context.DeadlineExceeded) {
+			e.t.Fatalf("Acquire on a full queue: %v also matches a deadline", err)
+		}
+		if r.Allowed || r.RetryAfter <= 0 || re.RetryAfter != r.RetryAfter {
+			e.t.Fatalf("Acquire on a full queue = %+v, %v; want refused with a retry-after", r, err)
+		}
+	}
+	if n := e.clock.Timers(); n != 1 {
+		e.t.Fatalf("%d sleepers on the clock; want the one waiter", n)
+	}
+	if r, err := l.TryAcquireWait(e.ctx, 1, 24*time.Hour); err != nil || r.Allowed {
+		e.t.Fatalf("TryAcquireWait on a full queue = %+v, %v; want a refusal as a Result", r, err)
+	}
+	cancel()
+	if err := <-waiter; !errors.Is(err, context.Canceled) {
+		e.t.Fatalf("cancelled waiter: %v", err)
+	}
+}

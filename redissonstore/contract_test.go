@@ -1,11 +1,15 @@
 package redissonstore
 
 import (
+	"errors"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
 	"github.com/redlimit/redlimit/storetest"
 )
 
@@ -25,4 +29,22 @@ func TestContract(t *testing.T) {
 			return s
 		}, redlimit.SlidingLog)
 	})
+}
+
+// TestUnsafeClient: like redisstore.New, New refuses a client that retries
+// commands unless AllowRetries is given.
+func TestUnsafeClient(t *testing.T) {
+	retrying := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer retrying.Close()
+	if _, err := New(retrying); !errors.Is(err, redisstore.ErrUnsafeClient) || !errors.Is(err, redlimit.ErrInvalidArgument) {
+		t.Fatalf("New(default client) = %v; want ErrUnsafeClient", err)
+	}
+	if _, err := New(retrying, AllowRetries()); err != nil {
+		t.Fatalf("New with AllowRetries: %v", err)
+	}
+	safe := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer safe.Close()
+	if _, err := New(safe); err != nil {
+		t.Fatalf("New(MaxRetries -1): %v", err)
+	}
 }

@@ -45,6 +45,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/clock"
+	"github.com/redlimit/redlimit/internal/redisclient"
 )
 
 // Layout is the generation of Redisson's data a store reads and writes.
@@ -119,6 +120,8 @@ type Store struct {
 	clock     clock.Clock
 	clientID  string        // "" : each Key.Client is a client of its own
 	keepAlive time.Duration // current layout: keepAliveTime written with configs
+	// allowRetries: New accepts a client that retries commands.
+	allowRetries bool
 
 	// hook, when set (tests), sees every script decision of Acquire.
 	hook func(attempt)
@@ -194,7 +197,17 @@ func WithKeepAlive(d time.Duration) Option {
 	}
 }
 
-// New returns a store on rdb.
+// AllowRetries makes New accept a client that retries commands, for a
+// caller who accepts that a retried call may grant twice (see
+// redisstore.ErrUnsafeClient).
+func AllowRetries() Option {
+	return func(s *Store) error { s.allowRetries = true; return nil }
+}
+
+// New returns a store on rdb. Like redisstore.New, it refuses a client that
+// retries commands (an error matching redisstore.ErrUnsafeClient and
+// redlimit.ErrInvalidArgument) unless AllowRetries is given: build it with
+// MaxRetries: -1.
 func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	if rdb == nil {
 		return nil, &redlimit.ArgumentError{Arg: "redis client", Reason: "must not be nil", Kind: redlimit.ErrInvalidArgument}
@@ -202,6 +215,11 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	s := &Store{rdb: rdb, layout: Current, clock: clock.Real}
 	for _, o := range opts {
 		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	if !s.allowRetries {
+		if err := redisclient.Check(rdb, "redissonstore.AllowRetries()"); err != nil {
 			return nil, err
 		}
 	}

@@ -36,6 +36,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/clock"
+	"github.com/redlimit/redlimit/internal/redisclient"
 )
 
 var (
@@ -97,6 +98,8 @@ type Store struct {
 	// Redis could not run it as a function (before 7.0, an ACL without FCALL
 	// or FUNCTION LOAD, a proxy that does not pass them). Tried again later.
 	functionsOff atomic.Int64
+	// allowRetries: New accepts a client that retries commands.
+	allowRetries bool
 }
 
 var _ redlimit.Store = (*Store)(nil)
@@ -162,7 +165,25 @@ func WithoutBatching() Option {
 	return func(s *Store) error { s.batching = false; return nil }
 }
 
-// New returns a store on rdb.
+// ErrUnsafeClient: New was given a go-redis client that retries commands
+// (MaxRetries other than -1 on a *redis.Client, which go-redis defaults to
+// 3 retries; above 0 on a ClusterClient or a Ring). A limiter script whose
+// reply is lost to a network error or a timeout may have run; sent again,
+// it grants the same permits twice. It is also a redlimit.ErrInvalidArgument.
+// Set MaxRetries: -1 (OpenURL does), or pass AllowRetries.
+var ErrUnsafeClient = redisclient.ErrUnsafe
+
+// AllowRetries makes New accept a client that retries commands, for a
+// caller who accepts that a retried call may grant twice (see
+// ErrUnsafeClient).
+func AllowRetries() Option {
+	return func(s *Store) error { s.allowRetries = true; return nil }
+}
+
+// New returns a store on rdb. It refuses a client that retries commands
+// (ErrUnsafeClient) unless AllowRetries is given: build it with MaxRetries:
+// -1. Clients other than go-redis's Client, ClusterClient and Ring cannot
+// be inspected and are accepted as they are.
 func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	if rdb == nil {
 		return nil, &redlimit.ArgumentError{Arg: "redis client", Reason: "must not be nil", Kind: redlimit.ErrInvalidArgument}
@@ -176,6 +197,11 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	for _, o := range opts {
 		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	if !s.allowRetries {
+		if err := redisclient.Check(rdb, "redisstore.AllowRetries()"); err != nil {
 			return nil, err
 		}
 	}

@@ -324,3 +324,35 @@ func TestFailurePolicies(t *testing.T) {
 		t.Fatalf("fallback at half of 4 granted %d, want 2", granted)
 	}
 }
+
+// TestUnsafeClient: New refuses a client that retries commands (go-redis's
+// default), saying how to fix it, unless AllowRetries is given.
+func TestUnsafeClient(t *testing.T) {
+	retrying := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // MaxRetries 0: go-redis's default of 3
+	defer retrying.Close()
+	_, err := redisstore.New(retrying)
+	if !errors.Is(err, redisstore.ErrUnsafeClient) || !errors.Is(err, redlimit.ErrInvalidArgument) {
+		t.Fatalf("New(default client) = %v; want ErrUnsafeClient", err)
+	}
+	if !strings.Contains(err.Error(), "MaxRetries: -1") || !strings.Contains(err.Error(), "AllowRetries") {
+		t.Fatalf("error %q does not say how to fix it", err)
+	}
+	if _, err := redisstore.New(retrying, redisstore.AllowRetries()); err != nil {
+		t.Fatalf("New with AllowRetries: %v", err)
+	}
+	safe := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer safe.Close()
+	if _, err := redisstore.New(safe); err != nil {
+		t.Fatalf("New(MaxRetries -1): %v", err)
+	}
+	for _, url := range []string{"redis://127.0.0.1:1", "redis+sentinel://127.0.0.1:1?master_name=m", "redis+cluster://127.0.0.1:1"} {
+		c, err := redisstore.OpenURL(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := redisstore.New(c); err != nil {
+			t.Errorf("New(OpenURL(%s)): %v", url, err)
+		}
+		_ = c.Close()
+	}
+}

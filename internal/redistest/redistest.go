@@ -136,10 +136,11 @@ func (s *Server) Stop() {
 	}
 }
 
-// Client returns a go-redis client for the server, closed at cleanup.
+// Client returns a go-redis client for the server, closed at cleanup. It
+// never retries a command, as the stores require.
 func (s *Server) Client(t testing.TB) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	if err := c.Ping(context.Background()).Err(); err != nil {
 		t.Fatalf("ping %s: %v", s.Addr, err)

@@ -87,14 +87,15 @@ func StartSentinel(t testing.TB, replicas, sentinels int) *Sentinel {
 }
 
 // Client returns a failover client that finds the primary through the
-// sentinels, closed at cleanup.
+// sentinels, closed at cleanup. It never retries a command, as the stores
+// require.
 func (s *Sentinel) Client(t testing.TB) *redis.Client {
 	t.Helper()
 	var addrs []string
 	for _, sn := range s.Sentinels {
 		addrs = append(addrs, sn.Addr)
 	}
-	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.Master, SentinelAddrs: addrs})
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.Master, SentinelAddrs: addrs, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,117 @@ type Limiter struct {
 	// known is the last config seen, sent along so that a store that lost
 	// it heals; nil until one is known.
 	known atomic.Pointer[Config]
+
+	// held records the grants this Limiter may still hand back (Release).
+	held held
+}
+
+// held is a Limiter's record of its own recent grants, in process memory:
+// Release hands back no more than it holds. Grants close together share a
+// slot (holdSlices per hold span), so the record stays small whatever the
+// rate, and a grant in the current slot is one atomic add.
+type held struct {
+	// cur is the slot grants are added to while they fall in its slice.
+	cur atomic.Pointer[heldSlot]
+	mu  sync.Mutex
+	// slots in the order made, oldest first (under mu).
+	slots []*heldSlot
+}
+
+// heldSlot counts the permits of grants made in [start, end) (store time,
+// ms); they count as held until until, when the first of them expires.
+type heldSlot struct {
+	start, end, until int64
+	n                 atomic.Int64
+}
+
+// holdSlices is how many slots a hold span is cut into.
+const holdSlices = 32
+
+// holdFor is how long (ms) a grant counts as held under cfg: for the
+// window algorithms one Interval (then it no longer counts against the
+// limit); for the token bucket the time an empty bucket takes to refill
+// (Burst / Rate x Interval), after which its tokens are back whatever
+// happens; 0 for the leaky bucket, whose granted permits have left the
+// queue.
+func holdFor(cfg *Config) int64 {
+	switch cfg.Algorithm {
+	case LeakyBucket:
+		return 0
+	case TokenBucket:
+		return (cfg.Burst*cfg.Interval.Milliseconds() + cfg.Rate - 1) / cfg.Rate
+	}
+	return cfg.Interval.Milliseconds()
+}
+
+// add records a grant of n permits made at store time at, under cfg.
+func (h *held) add(cfg *Config, at time.Time, n int64) {
+	ms := at.UnixMilli()
+	if s := h.cur.Load(); s != nil && ms >= s.start && ms < s.end {
+		s.n.Add(n)
+		return
+	}
+	h.addSlot(cfg, ms, n)
+}
+
+func (h *held) addSlot(cfg *Config, ms, n int64) {
+	hold := holdFor(cfg)
+	if hold <= 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.slots) >= 2*holdSlices {
+		h.prune(ms)
+	}
+	s := &heldSlot{start: ms, end: ms + max(1, hold/holdSlices), until: ms + hold}
+	s.n.Store(n)
+	h.slots = append(h.slots, s)
+	h.cur.Store(s)
+}
+
+// prune drops the slots no longer held at now (ms). h.mu is held.
+func (h *held) prune(now int64) {
+	kept := h.slots[:0]
+	for _, s := range h.slots {
+		if s.until > now && s.n.Load() > 0 {
+			kept = append(kept, s)
+		}
+	}
+	clear(h.slots[len(kept):])
+	h.slots = kept
+}
+
+// count returns the permits held at now.
+func (h *held) count(now time.Time) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.prune(now.UnixMilli())
+	var sum int64
+	for _, s := range h.slots {
+		sum += s.n.Load()
+	}
+	return sum
+}
+
+// take removes n permits handed back, newest first, as the stores hand
+// them back.
+func (h *held) take(n int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k := len(h.slots) - 1; k >= 0 && n > 0; k-- {
+		got := min(h.slots[k].n.Load(), n)
+		h.slots[k].n.Add(-got)
+		n -= got
+	}
+}
+
+// reset forgets every grant (the state was reset or deleted).
+func (h *held) reset() {
+	h.mu.Lock()
+	h.slots = nil
+	h.cur.Store(nil)
+	h.mu.Unlock()
 }
 
 // Result is the answer to an acquire call. TryAcquire and TryAcquireWait
@@ -179,6 +291,9 @@ func (l *Limiter) SetRate(ctx context.Context, cfg Config, opts ...SetOption) er
 	if err != nil {
 		return err
 	}
+	if how == SetResetState || stored.Algorithm != l.knownConfig().Algorithm {
+		l.held.reset() // the grants no longer count
+	}
 	l.remember(&stored)
 	return nil
 }
@@ -274,6 +389,7 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 		return r, nil
 	}
 	if d.Wait <= 0 {
+		l.held.add(&d.Config, d.At, n)
 		return Result{Allowed: true, Remaining: d.Remaining, At: d.At, Waited: d.Wait}, nil
 	}
 	return l.wait(ctx, d, n)
@@ -300,11 +416,13 @@ func (l *Limiter) wait(ctx context.Context, d Decision, n int64) (Result, error)
 	}
 	res := Result{Allowed: true, Remaining: d.Remaining, At: d.At, Waited: d.Wait}
 	if d.Wait <= 0 {
+		l.held.add(&d.Config, d.At, n)
 		return res, nil
 	}
 	fired, stop := l.clock.NewTimer(d.Wait)
 	select {
 	case <-fired:
+		l.held.add(&d.Config, d.At, n)
 		return res, nil
 	case <-ctx.Done():
 		stop()
@@ -317,15 +435,37 @@ func (l *Limiter) wait(ctx context.Context, d Decision, n int64) (Result, error)
 	}
 }
 
-// Release hands back up to n permits this client was granted and did not
+// Release hands back up to n permits this Limiter was granted and did not
 // use, newest first, so that others can have them before their interval
-// ends. It returns how many were handed back (fewer than n when fewer are
-// held).
+// ends. It returns how many were handed back: fewer than n when fewer are
+// held, 0 without asking the store when none are.
+//
+// What is held is recorded by this Limiter in process memory, not in the
+// store (which costs nothing per key at rest): the grants it was given by
+// the store (not by a fallback store or FailOpen) that still count against
+// the limit, as judged by this process's clock against the store's grant
+// times. A grant stops counting as held one Interval after it was made (a
+// token bucket's: Burst/Rate x Interval, when an empty bucket has refilled;
+// a leaky bucket's at once: its permits have left the queue), up to a
+// thirty-second of that earlier, as close grants share one record. Another
+// Limiter, even with the same client ID, holds none of them, and neither
+// does this client after a restart: the record is lost with the process,
+// so a restarted client can release nothing it took before. The store then
+// bounds the hand-back again by what it still counts (under Overall, the
+// newest grants of any client, as many as this Limiter holds).
 func (l *Limiter) Release(ctx context.Context, n int64) (int64, error) {
 	if n <= 0 {
 		return 0, &ArgumentError{Arg: "permits", Value: fmt.Sprint(n), Reason: "must be at least 1", Kind: ErrInvalidArgument}
 	}
-	return l.store.Release(ctx, l.key(), l.knownConfig(), n)
+	n = min(n, l.held.count(l.clock.Now()))
+	if n == 0 {
+		return 0, nil
+	}
+	got, err := l.store.Release(ctx, l.key(), l.knownConfig(), n)
+	if got > 0 {
+		l.held.take(got)
+	}
+	return got, err
 }
 
 // AvailablePermits returns how many permits a request could be granted now.
@@ -346,6 +486,7 @@ func (l *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
 // all, on its next call, exactly as after a data loss.
 func (l *Limiter) Delete(ctx context.Context) (bool, error) {
 	l.known.Store(nil)
+	l.held.reset()
 	return l.store.Delete(ctx, l.name)
 }
 

@@ -84,7 +84,7 @@ func (s *Store) Migrate(ctx context.Context, name string, native *redisstore.Sto
 	if err != nil {
 		return Migration{}, fmt.Errorf("redissonstore: migrating %q, storing the config: %w", name, err)
 	}
-	rc := clock.NewFake(time.Time{}) // set to each grant's instant; replays never wait
+	rc := clock.NewFake(time.Time{})                                                                                                            // set to each grant's instant; replays never wait
 	replay, err := redisstore.New(native.Client(), redisstore.WithPrefix(native.Prefix()), redisstore.WithClock(rc), redisstore.AllowRetries()) // native accepted its client
 	if err != nil {
 		return Migration{}, err

@@ -32,6 +32,7 @@ func Contract(t *testing.T, f Factory, algs ...redlimit.Algorithm) {
 	}{
 		{"AcquireRefusesPastDeadline", testAcquirePastDeadline},
 		{"AcquireQueueFull", testAcquireQueueFull},
+		{"ReleaseOnlyOwn", testReleaseOnlyOwn},
 	}
 	for _, a := range algs {
 		cfg := contractConfig(a)
@@ -171,5 +172,58 @@ func testAcquireQueueFull(e *env, cfg redlimit.Config) {
 	cancel()
 	if err := <-waiter; !errors.Is(err, context.Canceled) {
 		e.t.Fatalf("cancelled waiter: %v", err)
+	}
+}
+
+// testReleaseOnlyOwn: Release gives back only what the calling Limiter was
+// granted and still holds. Another client, or the same client ID after a
+// restart (a new Limiter), releases nothing, so nobody takes more than the
+// rate in an interval; a grant older than its hold span is no longer held.
+func testReleaseOnlyOwn(e *env, alg redlimit.Config) {
+	cfg := redlimit.PerInterval(10, time.Minute).WithAlgorithm(alg.Algorithm)
+	switch cfg.Algorithm {
+	case redlimit.TokenBucket:
+		cfg.Burst = 10
+	case redlimit.LeakyBucket:
+		cfg.Capacity = 10
+	}
+	a := e.configured("release-own", cfg)
+	old := e.limiter("release-own")
+	if r := e.try(old, 5); !r.Allowed {
+		e.t.Fatalf("first grant refused: %+v", r)
+	}
+	e.clock.Advance(2 * cfg.Interval) // old's grant counts no longer, under every algorithm
+	if r := e.try(a, 10); !r.Allowed {
+		e.t.Fatalf("a: 10 refused: %+v", r)
+	}
+	release := func(who string, l *redlimit.Limiter, n, want int64) {
+		e.t.Helper()
+		if got, err := l.Release(e.ctx, n); err != nil || got != want {
+			e.t.Fatalf("%s.Release(%d) = %d, %v; want %d", who, n, got, err, want)
+		}
+	}
+	release("b (granted nothing)", e.limiter("release-own"), 10, 0)
+	release("a after a restart", e.limiter("release-own", redlimit.WithClientID(a.ClientID())), 10, 0)
+	release("a client whose grant aged out", old, 10, 0)
+	if r := e.try(a, 1); r.Allowed {
+		e.t.Fatalf("a took an 11th permit in a minute of 10 after others' releases: %+v", r)
+	}
+	// a's own release still works (a leaky bucket's permits have left the
+	// queue: nothing to hand back).
+	back := int64(4)
+	if cfg.Algorithm == redlimit.LeakyBucket {
+		back = 0
+	}
+	release("a", a, 4, back)
+	if back > 0 {
+		if r := e.try(a, back); !r.Allowed {
+			e.t.Fatalf("a: the %d permits it released were not granted again: %+v", back, r)
+		}
+		if r := e.try(a, 1); r.Allowed {
+			e.t.Fatalf("a took more than the rate: %+v", r)
+		}
+	}
+	if back > 0 {
+		release("a, holding 10 again", a, 20, 10)
 	}
 }

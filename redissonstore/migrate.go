@@ -29,9 +29,11 @@ type MigratedState struct {
 	// their permits.
 	Grants  int
 	Carried int64
-	// Dropped counts permits that did not fit the native log at their grant
-	// time: only a Redisson state holding more than rate permits in one
-	// window (which Redisson's own lost-update bugs can produce) has any.
+	// Dropped counts permits of grants still in the window that were not
+	// carried: the oldest, when the log holds more than Redisson counts as
+	// in use (more than rate permits after a keep-state rate cut or a lost
+	// update, or grants whose permits a Java release gave back to the
+	// counter).
 	Dropped int64
 }
 
@@ -42,10 +44,13 @@ const migrationClient = "redisson-migration"
 // Migrate converts the Redisson rate limiter called name into a native
 // redlimit limiter of the same name in native (package redisstore), so that
 // the limit holds across the switch: the config is stored with
-// SetResetState (replacing any native limiter of that name) and every grant
-// still in the window is replayed into the native log at its own grant time,
-// through a store on native's client and prefix whose clock reads that time
-// (redisstore.WithClock). The native limiter then refuses exactly as long as
+// SetResetState (replacing any native limiter of that name) and the grants
+// still in the window are replayed into the native log at their own grant
+// times, through a store on native's client and prefix whose clock reads
+// that time (redisstore.WithClock). Only the permits Redisson counts as in
+// use are carried (at most rate: its counter says how many, a Java release
+// having handed some back), taken from the newest grants, which Redisson
+// frees last. The native limiter then refuses exactly as long as
 // Redisson would have, up to the clocks: Redisson's grant times are its
 // clients' clocks, while a redisstore without WithClock reads Redis TIME, so
 // a Java clock behind Redis by d frees the carried permits d early (ahead: d
@@ -84,8 +89,9 @@ func (s *Store) Migrate(ctx context.Context, name string, native *redisstore.Sto
 	if err != nil {
 		return Migration{}, fmt.Errorf("redissonstore: migrating %q, storing the config: %w", name, err)
 	}
-	rc := clock.NewFake(time.Time{})                                                                                                            // set to each grant's instant; replays never wait
-	replay, err := redisstore.New(native.Client(), redisstore.WithPrefix(native.Prefix()), redisstore.WithClock(rc), redisstore.AllowRetries()) // native accepted its client
+	rc := clock.NewFake(time.Time{}) // set to each grant's instant; replays never wait
+	// The native store accepted its client already.
+	replay, err := redisstore.New(native.Client(), redisstore.WithPrefix(native.Prefix()), redisstore.WithClock(rc), redisstore.AllowRetries())
 	if err != nil {
 		return Migration{}, err
 	}
@@ -98,13 +104,18 @@ func (s *Store) Migrate(ctx context.Context, name string, native *redisstore.Sto
 		if st.Client != "" {
 			key.Client = st.Client
 		}
+		carry := carried(st, cfg.Rate)
 		ms := MigratedState{Client: st.Client}
-		for _, g := range st.Grants {
+		for i, g := range st.Grants {
 			if g.Expired || g.Err != nil || g.Permits == 0 {
 				continue
 			}
+			n := carry[i]
+			if n == 0 {
+				ms.Dropped += g.Permits
+				continue
+			}
 			rc.Set(g.At)
-			n := min(g.Permits, cfg.Rate)
 			d, err := replay.Acquire(ctx, key, stored, n, 0)
 			if err != nil {
 				return out, fmt.Errorf("redissonstore: migrating %q, replaying a grant of %d at %s: %w", name, n, g.At, err)
@@ -126,4 +137,25 @@ func (s *Store) Migrate(ctx context.Context, name string, native *redisstore.Sto
 		out.States = append(out.States, ms)
 	}
 	return out, nil
+}
+
+// carried says how many permits of each grant of st to carry over: the
+// permits Redisson counts as in use (rate minus what its counter leaves,
+// which excludes what a Java release handed back to the counter alone; at
+// most rate), taken from the newest grants in the window first, so that the
+// native limiter frees them no earlier than Redisson would have. The rest
+// (the oldest, when the log holds more than rate after a keep-state rate
+// cut or a lost update) is dropped.
+func carried(st State, rate int64) []int64 {
+	budget := min(rate, max(0, rate-st.Left))
+	out := make([]int64, len(st.Grants))
+	for i := len(st.Grants) - 1; i >= 0 && budget > 0; i-- {
+		g := st.Grants[i]
+		if g.Expired || g.Err != nil || g.Permits <= 0 {
+			continue
+		}
+		out[i] = min(g.Permits, budget)
+		budget -= out[i]
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 -- available.lua: Redisson's availablePermits on its own keys: the grants that
 -- aged out give their permits back to the counter, which is returned. Like
--- Redisson it writes that refresh back and sets no TTL (lib.lua is prepended).
+-- Redisson it writes that refresh back and renews no TTL; a counter it has
+-- to create takes the limiter's TTL (lib.lua is prepended).
 --
 -- KEYS[1] config hash (name), KEYS[2] {name}:value, KEYS[3] {name}:value:<client>,
 -- KEYS[4] {name}:permits, KEYS[5] {name}:permits:<client>

@@ -115,6 +115,21 @@ local function settle(cfg, valueKey, permitsKey, now)
   return cfg.rate - used
 end
 
+-- counter_ttl gives a counter that refresh had to create the TTL of the
+-- limiter's hash in the current layout (keepAliveTime's, or one set by
+-- expire), so that it never outlives the limiter; it renews nothing.
+-- Calls that end with keep_alive set it again anyway; the others (release
+-- of nothing, available) would leave a counter without a TTL.
+local function counter_ttl(cfg, valueKey)
+  if layout ~= 'current' then return end
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then
+    redis.call('PEXPIRE', valueKey, ttl)
+  elseif cfg.keep > 0 then
+    redis.call('PEXPIRE', valueKey, fmt(cfg.keep))
+  end
+end
+
 -- refresh is what Redisson does first on every call: the grants at or
 -- before now - interval give their permits back to the counter (current
 -- layout: if that overshoots rate, the counter is recounted from the log).
@@ -126,6 +141,7 @@ local function refresh(cfg, valueKey, permitsKey, now)
   if raw == false then
     local v, bad = settle(cfg, valueKey, permitsKey, now)
     if not v then return nil, -5, bad end
+    counter_ttl(cfg, valueKey)
     return v
   end
   local value = tonumber(raw)

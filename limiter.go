@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,21 @@ type Limiter struct {
 
 	// held records the grants this Limiter may still hand back (Release).
 	held held
+
+	// wanted is WithConfig's config (or this Limiter's last SetRate's),
+	// against which stored configs are checked; nil: none.
+	wanted atomic.Pointer[Config]
+	// drifting: the stored config last seen differs from wanted.
+	drifting atomic.Bool
+	stats    struct{ drift, overrides atomic.Int64 }
+	logger   *slog.Logger
+	// logged holds the stored configs already logged as drifted.
+	logMu  sync.Mutex
+	logged map[string]bool
+	// override: WithConfigOverride; pending until it has been applied.
+	override        bool
+	overridePending atomic.Bool
+	overrideMu      sync.Mutex
 }
 
 // held is a Limiter's record of its own recent grants, in process memory:
@@ -186,7 +202,10 @@ func WithClock(c clock.Clock) Option {
 // by New: it is sent along with every call so that a store that lost its data
 // (a Redis restart without persistence, FLUSHALL, eviction) is restored in
 // the same round trip instead of failing with ErrNotInitialized. A config
-// that the store holds always wins over this one.
+// that the store holds wins over this one, but not silently: a call
+// answered under another stored config counts in Stats().ConfigDrift, and
+// each such stored config is logged once at Warn. WithConfigOverride makes
+// this one win instead.
 func WithConfig(cfg Config) Option {
 	return func(l *Limiter) error {
 		c, err := cfg.Normalize()
@@ -194,8 +213,55 @@ func WithConfig(cfg Config) Option {
 			return err
 		}
 		l.known.Store(&c)
+		w := c
+		l.wanted.Store(&w)
 		return nil
 	}
+}
+
+// WithConfigOverride makes WithConfig's config win over a different one
+// the store holds, as a deploy's config should: the Limiter's first call
+// (acquire, Release or AvailablePermits) stores it with SetRate's default
+// semantics (permits already granted keep counting) if the store holds
+// another, and counts that in Stats().ConfigOverrides. It does so once per
+// Limiter: a config changed later by someone else (an operator's SetRate)
+// stands, counted as drift. If the store cannot be reached the next call
+// tries again. It needs WithConfig.
+//
+// Without it, a service deployed with a new WithConfig keeps the stored
+// limit until someone calls SetRate.
+func WithConfigOverride() Option {
+	return func(l *Limiter) error { l.override = true; return nil }
+}
+
+// WithLogger sets where the Limiter logs what it notices (a stored config
+// other than WithConfig's, an override). The default is slog.Default().
+func WithLogger(lg *slog.Logger) Option {
+	return func(l *Limiter) error {
+		if lg == nil {
+			return &ArgumentError{Arg: "logger", Reason: "must not be nil", Kind: ErrInvalidArgument}
+		}
+		l.logger = lg
+		return nil
+	}
+}
+
+// Stats counts what a Limiter noticed since it was made.
+type Stats struct {
+	// ConfigDrift counts the calls answered under a stored config that is
+	// not WithConfig's (nor this Limiter's last SetRate's): the stored one
+	// applies. Zero without WithConfig.
+	ConfigDrift int64
+	// Drifting reports whether the stored config last seen is such a one.
+	Drifting bool
+	// ConfigOverrides counts the stored configs WithConfigOverride replaced
+	// (0 or 1).
+	ConfigOverrides int64
+}
+
+// Stats returns the Limiter's counters.
+func (l *Limiter) Stats() Stats {
+	return Stats{ConfigDrift: l.stats.drift.Load(), Drifting: l.drifting.Load(), ConfigOverrides: l.stats.overrides.Load()}
 }
 
 // New returns the limiter called name in store. It does not touch the store.
@@ -215,7 +281,73 @@ func New(store Store, name string, opts ...Option) (*Limiter, error) {
 	if l.client == "" {
 		l.client = NewClientID()
 	}
+	if l.override {
+		if l.wanted.Load() == nil {
+			return nil, &ArgumentError{Arg: "config override", Reason: "needs WithConfig", Kind: ErrInvalidArgument}
+		}
+		l.overridePending.Store(true)
+	}
 	return l, nil
+}
+
+func (l *Limiter) log() *slog.Logger {
+	if l.logger != nil {
+		return l.logger
+	}
+	return slog.Default()
+}
+
+// maxLogged bounds the drifted configs remembered as logged.
+const maxLogged = 64
+
+// checkDrift compares a stored config the Limiter has not seen before with
+// the wanted one, logging each drifted one once.
+func (l *Limiter) checkDrift(stored *Config) {
+	w := l.wanted.Load()
+	if w == nil || stored.SameLimit(*w) {
+		l.drifting.Store(false)
+		return
+	}
+	l.drifting.Store(true)
+	text := stored.String()
+	l.logMu.Lock()
+	seen := l.logged[text]
+	if !seen {
+		if l.logged == nil || len(l.logged) >= maxLogged {
+			l.logged = make(map[string]bool)
+		}
+		l.logged[text] = true
+	}
+	l.logMu.Unlock()
+	if !seen {
+		l.log().Warn("redlimit: the store holds another config than WithConfig's; the stored one applies (SetRate or WithConfigOverride makes the configured one win)",
+			"limiter", l.name, "stored", text, "configured", w.String())
+	}
+}
+
+// applyOverride is WithConfigOverride's first call: it stores the wanted
+// config (keeping state) where the store holds another.
+func (l *Limiter) applyOverride(ctx context.Context) {
+	l.overrideMu.Lock()
+	defer l.overrideMu.Unlock()
+	if !l.overridePending.Load() {
+		return
+	}
+	w := *l.wanted.Load()
+	stored, set, err := l.store.SetConfig(ctx, l.name, w, SetIfAbsent)
+	if err != nil {
+		return // tried again on the next call
+	}
+	if !set && !stored.SameLimit(w) {
+		old := stored
+		if stored, _, err = l.store.SetConfig(ctx, l.name, w, SetKeepState); err != nil {
+			return
+		}
+		l.stats.overrides.Add(1)
+		l.log().Info("redlimit: WithConfigOverride replaced the stored config", "limiter", l.name, "stored", old.String(), "configured", w.String())
+	}
+	l.overridePending.Store(false)
+	l.remember(&stored)
 }
 
 // Name returns the limiter's name.
@@ -238,11 +370,14 @@ func (l *Limiter) remember(c *Config) {
 	if c.Rate <= 0 {
 		return
 	}
-	if p := l.known.Load(); p != nil && p.Equal(c) {
-		return
+	if p := l.known.Load(); p == nil || !p.Equal(c) {
+		kept := *c // only a change allocates
+		l.known.Store(&kept)
+		l.checkDrift(&kept)
 	}
-	kept := *c // only a change allocates
-	l.known.Store(&kept)
+	if l.drifting.Load() {
+		l.stats.drift.Add(1)
+	}
 }
 
 // TrySetRate stores cfg where no config exists yet and reports whether it did.
@@ -290,6 +425,10 @@ func (l *Limiter) SetRate(ctx context.Context, cfg Config, opts ...SetOption) er
 	stored, _, err := l.store.SetConfig(ctx, l.name, c, how)
 	if err != nil {
 		return err
+	}
+	if l.wanted.Load() != nil {
+		l.wanted.Store(&c) // this Limiter's own choice: no drift
+		l.overridePending.Store(false)
 	}
 	if how == SetResetState || stored.Algorithm != l.knownConfig().Algorithm {
 		l.held.reset() // the grants no longer count
@@ -356,6 +495,9 @@ const handBackTimeout = 2 * time.Second
 // acquire asks the store for n permits, waiting at most maxWait (negative:
 // Acquire, as long as ctx lasts, and a refusal is an error).
 func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (Result, error) {
+	if l.overridePending.Load() {
+		l.applyOverride(ctx)
+	}
 	known := l.knownConfig()
 	mustGrant := maxWait < 0
 	if err := ValidatePermits(n); err != nil {
@@ -457,6 +599,9 @@ func (l *Limiter) Release(ctx context.Context, n int64) (int64, error) {
 	if n <= 0 {
 		return 0, &ArgumentError{Arg: "permits", Value: fmt.Sprint(n), Reason: "must be at least 1", Kind: ErrInvalidArgument}
 	}
+	if l.overridePending.Load() {
+		l.applyOverride(ctx)
+	}
 	n = min(n, l.held.count(l.clock.Now()))
 	if n == 0 {
 		return 0, nil
@@ -470,6 +615,9 @@ func (l *Limiter) Release(ctx context.Context, n int64) (int64, error) {
 
 // AvailablePermits returns how many permits a request could be granted now.
 func (l *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
+	if l.overridePending.Load() {
+		l.applyOverride(ctx)
+	}
 	n, cfg, err := l.store.Available(ctx, l.key(), l.knownConfig())
 	if err != nil {
 		return 0, err

@@ -3,6 +3,9 @@ package storetest
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +36,8 @@ func Contract(t *testing.T, f Factory, algs ...redlimit.Algorithm) {
 		{"AcquireRefusesPastDeadline", testAcquirePastDeadline},
 		{"AcquireQueueFull", testAcquireQueueFull},
 		{"ReleaseOnlyOwn", testReleaseOnlyOwn},
+		{"ConfigDrift", testConfigDrift},
+		{"ConfigOverride", testConfigOverride},
 	}
 	for _, a := range algs {
 		cfg := contractConfig(a)
@@ -225,5 +230,139 @@ func testReleaseOnlyOwn(e *env, alg redlimit.Config) {
 	}
 	if back > 0 {
 		release("a, holding 10 again", a, 20, 10)
+	}
+}
+
+// records is a slog.Handler that keeps what is logged.
+type records struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	text := rec.Level.String() + " " + rec.Message
+	rec.Attrs(func(a slog.Attr) bool { text += " " + a.String(); return true })
+	r.mu.Lock()
+	r.msgs = append(r.msgs, text)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *records) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.msgs...)
+}
+
+// scaledConfig is cfg with its counts multiplied by k.
+func scaledConfig(cfg redlimit.Config, k int64) redlimit.Config {
+	cfg.Rate *= k
+	cfg.Burst *= k
+	cfg.Capacity *= k
+	return cfg
+}
+
+// testConfigDrift: a service whose WithConfig differs from the stored
+// config works under the stored one, but visibly: every such call counts in
+// Stats().ConfigDrift, and each distinct stored config is logged once at
+// Warn, naming both.
+func testConfigDrift(e *env, cfg redlimit.Config) {
+	deployed := scaledConfig(cfg, 5)
+	admin := e.configured("drift", cfg)
+	logs := &records{}
+	svc := e.limiter("drift", redlimit.WithConfig(deployed), redlimit.WithLogger(slog.New(logs)))
+	for i := 0; i < 3; i++ {
+		e.try(svc, 1)
+	}
+	if st := svc.Stats(); st.ConfigDrift != 3 || !st.Drifting || st.ConfigOverrides != 0 {
+		t := st
+		e.t.Fatalf("Stats after 3 calls under another stored config = %+v; want ConfigDrift 3, Drifting", t)
+	}
+	if got, err := admin.Config(e.ctx); err != nil || !got.SameLimit(cfg) {
+		e.t.Fatalf("stored config %v, %v: a drifting client changed it", got, err)
+	}
+	msgs := logs.all()
+	if len(msgs) != 1 || !strings.HasPrefix(msgs[0], "WARN") || !strings.Contains(msgs[0], cfg.String()) || !strings.Contains(msgs[0], deployed.String()) {
+		e.t.Fatalf("logged %q; want one Warn naming %v and %v", msgs, cfg, deployed)
+	}
+	// Another stored config is logged again, once.
+	other := scaledConfig(cfg, 2)
+	if err := admin.SetRate(e.ctx, other); err != nil {
+		e.t.Fatal(err)
+	}
+	e.try(svc, 1)
+	e.try(svc, 1)
+	if msgs := logs.all(); len(msgs) != 2 || !strings.Contains(msgs[1], other.String()) {
+		e.t.Fatalf("logged %q; want a second Warn naming %v", msgs, other)
+	}
+	// The deployed config stored: no drift any more.
+	if err := admin.SetRate(e.ctx, deployed); err != nil {
+		e.t.Fatal(err)
+	}
+	e.try(svc, 1)
+	before := svc.Stats().ConfigDrift
+	e.try(svc, 1)
+	if st := svc.Stats(); st.Drifting || st.ConfigDrift != before || before != 5 {
+		e.t.Fatalf("Stats once the deployed config is stored = %+v (before the last call %d); want 5 calls counted, no longer drifting", st, before)
+	}
+	// A Limiter without WithConfig has nothing to drift from.
+	if plain := e.limiter("drift"); e.try(plain, 1).Allowed && plain.Stats() != (redlimit.Stats{}) {
+		e.t.Fatalf("Stats without WithConfig = %+v", plain.Stats())
+	}
+}
+
+// testConfigOverride: WithConfigOverride makes a deploy's config win: the
+// first call stores it, keeping the permits already granted, once.
+func testConfigOverride(e *env, cfg redlimit.Config) {
+	deployed := scaledConfig(cfg, 5)
+	admin := e.configured("override", cfg)
+	if cfg.Algorithm != redlimit.LeakyBucket { // a leaky bucket spaces its grants
+		e.try(admin, 1)
+	}
+	logs := &records{}
+	svc := e.limiter("override", redlimit.WithConfig(deployed), redlimit.WithConfigOverride(), redlimit.WithLogger(slog.New(logs)))
+	if r := e.try(svc, 1); !r.Allowed {
+		e.t.Fatalf("first call of the deploy refused: %+v", r)
+	}
+	if got, err := admin.Config(e.ctx); err != nil || !got.SameLimit(deployed) {
+		e.t.Fatalf("stored config after the deploy's first call %v, %v; want %v", got, err, deployed)
+	}
+	if st := svc.Stats(); st.ConfigOverrides != 1 || st.ConfigDrift != 0 || st.Drifting {
+		e.t.Fatalf("Stats = %+v; want one override, no drift", st)
+	}
+	if msgs := logs.all(); len(msgs) != 1 || !strings.HasPrefix(msgs[0], "INFO") {
+		e.t.Fatalf("logged %q; want the override, once", msgs)
+	}
+	// The permits granted under the old config still count (SetRate's
+	// default, keep state): 2 of the deployed limit's MaxPermits are gone.
+	if cfg.Algorithm != redlimit.LeakyBucket {
+		if n := e.available(admin); n != deployed.MaxPermits()-2 {
+			e.t.Fatalf("available after the override = %d; want %d (the grants kept)", n, deployed.MaxPermits()-2)
+		}
+	}
+	// A second instance of the deploy finds its config stored: no write.
+	twin := e.limiter("override", redlimit.WithConfig(deployed), redlimit.WithConfigOverride())
+	e.try(twin, 1)
+	if st := twin.Stats(); st.ConfigOverrides != 0 {
+		t := st
+		e.t.Fatalf("second instance Stats = %+v; want no override", t)
+	}
+	// Once applied, an operator's later change stands (and drifts).
+	if err := admin.SetRate(e.ctx, cfg); err != nil {
+		e.t.Fatal(err)
+	}
+	e.try(svc, 1)
+	if got, err := admin.Config(e.ctx); err != nil || !got.SameLimit(cfg) {
+		e.t.Fatalf("stored config %v, %v; the override ran twice", got, err)
+	}
+	if st := svc.Stats(); st.ConfigOverrides != 1 || st.ConfigDrift != 1 {
+		e.t.Fatalf("Stats after an operator's change = %+v; want 1 override, 1 drifted call", st)
+	}
+	// It needs WithConfig.
+	if _, err := redlimit.New(e.store, "override", redlimit.WithConfigOverride()); !errors.Is(err, redlimit.ErrInvalidArgument) {
+		e.t.Fatalf("WithConfigOverride without WithConfig: %v", err)
 	}
 }

@@ -39,9 +39,10 @@ var (
 	// reasons below. An HTTP middleware answers it with 429 Too Many
 	// Requests, where ErrUnavailable is a 5xx.
 	ErrRefused = errors.New("redlimit: refused")
-	// ErrWouldExceedDeadline: Acquire was refused at once because the store
-	// could grant the permits only after the context's deadline (the
-	// Result's RetryAfter says when). It matches ErrRefused. It does not
+	// ErrWouldExceedDeadline: Acquire was refused because the store could
+	// grant the permits only after the context's deadline (the Result's
+	// RetryAfter says when); it returns as soon as that is known instead of
+	// sleeping in vain. It matches ErrRefused. It does not
 	// match context.DeadlineExceeded: the deadline has not passed and the
 	// call did not wait for it; the limit refused, which a caller must be
 	// able to tell from a timeout of the store or of its own work.

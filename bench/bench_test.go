@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
-	"fmt"
 	"io"
 	"math"
 	"os"
@@ -16,140 +15,333 @@ import (
 	"time"
 )
 
-// wantSystems is every system the benchmark compares.
-var wantSystems = []string{
-	"redlimit sliding-log", "redlimit sliding-log +autopipeline",
-	"redlimit fixed-window", "redlimit fixed-window +autopipeline",
-	"redlimit sliding-counter", "redlimit sliding-counter +autopipeline",
-	"redlimit token-bucket", "redlimit token-bucket +autopipeline",
-	"redlimit leaky-bucket", "redlimit leaky-bucket +autopipeline",
-	"redis_rate", "Redisson script",
-	"memstore token-bucket", "memstore sliding-log", "x/time/rate",
+// TestSchedule: every system once per round, rounds in turn, each round
+// starting one system later (A B C, B C A, C A B, A B C).
+func TestSchedule(t *testing.T) {
+	got := schedule(3, 4)
+	want := [][]int{{0, 1, 2}, {1, 2, 0}, {2, 0, 1}, {0, 1, 2}}
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("schedule(3, 4) = %v, want %v", got, want)
+	}
+	for _, n := range []int{1, 2, 5, 7} {
+		for r, order := range schedule(n, 3) {
+			seen := slices.Sorted(slices.Values(order))
+			for k := range n {
+				if seen[k] != k {
+					t.Fatalf("schedule(%d, 3) round %d = %v: not every system once", n, r, order)
+				}
+			}
+		}
+	}
 }
 
-// redissonSystem is the system that replays Redisson's script, read from
-// the shared seeds beside the repository.
-const redissonSystem = "Redisson script"
+// TestSummarise: median (odd and even counts), min and max, NaN left out.
+func TestSummarise(t *testing.T) {
+	nan := math.NaN()
+	for _, c := range []struct {
+		in             []float64
+		med, min, maxv float64
+		n              int
+	}{
+		{[]float64{3, 1, 2}, 2, 1, 3, 3},
+		{[]float64{4, 1, 3, 2}, 2.5, 1, 4, 4},
+		{[]float64{5, nan, 1}, 3, 1, 5, 2},
+		{[]float64{7}, 7, 7, 7, 1},
+	} {
+		s := summarise(c.in)
+		if float64(s.Median) != c.med || float64(s.Min) != c.min || float64(s.Max) != c.maxv || s.N != c.n {
+			t.Errorf("summarise(%v) = %+v, want median %v min %v max %v n %d", c.in, s, c.med, c.min, c.maxv, c.n)
+		}
+	}
+	if s := summarise([]float64{nan}); s.N != 0 || !math.IsNaN(float64(s.Median)) {
+		t.Errorf("summarise(NaN) = %+v", s)
+	}
+	// NaN goes to the JSON as null and comes back as NaN.
+	b, err := json.Marshal(summarise(nil))
+	if err != nil || string(b) != `{"median":null,"min":null,"max":null,"n":0}` {
+		t.Fatalf("JSON of an empty stat: %s, %v", b, err)
+	}
+	var back stat
+	if err := json.Unmarshal(b, &back); err != nil || !math.IsNaN(float64(back.Median)) {
+		t.Fatalf("reading it back: %+v, %v", back, err)
+	}
+}
 
-// TestQuickRun runs the whole benchmark in quick mode (64 callers) for a
-// tiny duration, against the redis-server it starts, and checks the JSON:
-// every system under every workload (half-peak on Redis only), no errors,
-// the figures present. Without the shared seeds (a plain clone) the
-// Redisson system is left out and its subtest skips.
+// TestCellRatios: a cell's ratios are taken within each round, then
+// summarised; they are not the ratio of the medians. A round with errors
+// counts for neither side.
+func TestCellRatios(t *testing.T) {
+	byName := map[string]*system{
+		"redlimit token-bucket": {Name: "redlimit token-bucket", Store: onRedis, Family: "redlimit"},
+		"redis_rate":            {Name: "redis_rate", Store: onRedis, Family: "redis_rate", Peer: true},
+		"Redisson script":       {Name: "Redisson script", Store: onRedis, Family: "redisson", Peer: true},
+	}
+	c := cell{Workload: one, Store: onRedis, Callers: 8, Rounds: 4, Systems: []string{"redlimit token-bucket", "redis_rate", "Redisson script"}}
+	add := func(system string, round int, dps, cpu float64, errs uint64) {
+		m := newMeasurement()
+		m.System, m.Round, m.DecisionsPerSec, m.RedisCPUUs, m.Errors = system, round, dps, nf(cpu), errs
+		c.Measurements = append(c.Measurements, m)
+	}
+	// Rounds 1-3 clean; in round 4 redis_rate failed.
+	for r, v := range []float64{100, 200, 300, 999} {
+		add("redlimit token-bucket", r+1, v, 10, 0)
+	}
+	for r, v := range []float64{50, 400, 150, 1} {
+		errs := uint64(0)
+		if r == 3 {
+			errs = 1
+		}
+		add("redis_rate", r+1, v, 20, errs)
+	}
+	for r, v := range []float64{100, 100, 100, 100} {
+		add("Redisson script", r+1, v, 5, 0)
+	}
+	c.summarise(byName)
+
+	q := c.ratio("redlimit token-bucket", "redis_rate", "decisions_per_sec")
+	if q == nil {
+		t.Fatalf("no ratio: %+v", c.Ratios)
+	}
+	// 100/50, 200/400, 300/150 and no round 4: median 2, not the ratio of
+	// the medians (200/150).
+	if float64(q.Median) != 2 || float64(q.Min) != 0.5 || float64(q.Max) != 2 || q.N != 3 {
+		t.Errorf("ratio %+v, want median 2 [0.5-2] over 3 rounds", q)
+	}
+	if len(q.PerRound) != 4 || float64(q.PerRound[1]) != 0.5 || !math.IsNaN(float64(q.PerRound[3])) {
+		t.Errorf("per round %v, want [2 0.5 2 NaN]", q.PerRound)
+	}
+	q = c.ratio("redlimit token-bucket", "Redisson script", "decisions_per_sec")
+	if q == nil || float64(q.Median) != 2.5 || float64(q.Min) != 1 || float64(q.Max) != 9.99 || q.N != 4 {
+		t.Errorf("vs Redisson %+v, want median 2.5 [1-9.99]", q)
+	}
+	if q := c.ratio("redlimit token-bucket", "redis_rate", "redis_cpu_us_per_decision"); q == nil || float64(q.Median) != 0.5 {
+		t.Errorf("Redis CPU ratio %+v, want 0.5", q)
+	}
+	if c.ratio("redis_rate", "Redisson script", "decisions_per_sec") != nil {
+		t.Error("a peer compared with a peer")
+	}
+	s := c.summary("redis_rate")
+	if s.Errors != 1 || s.DecisionsPerSec.N != 3 || float64(s.DecisionsPerSec.Median) != 150 {
+		t.Errorf("redis_rate summary %+v, want 3 rounds, median 150, 1 error", s)
+	}
+	// Half-peak is paced: no ratio of decisions/s.
+	c.Workload = halfPeak
+	c.summarise(byName)
+	if len(c.Ratios) != 0 {
+		t.Errorf("half-peak ratios %+v", c.Ratios)
+	}
+}
+
+// TestParseCounters: Redis's CPU and its commands, INFO itself left out.
+func TestParseCounters(t *testing.T) {
+	info := "# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:2.250000\r\nused_cpu_sys_children:9.0\r\n\r\n# Commandstats\r\n" +
+		"cmdstat_fcall:calls=10,usec=50,usec_per_call=5.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_hmget:calls=10,usec=5,usec_per_call=0.50,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_info:calls=7,usec=1,usec_per_call=0.1,rejected_calls=0,failed_calls=0\r\n"
+	cpu, cmds, err := parseCounters(info)
+	if err != nil || cpu != 3.75 || len(cmds) != 2 || cmds["fcall"] != 10 || cmds["hmget"] != 10 {
+		t.Fatalf("parseCounters = %v %v %v", cpu, cmds, err)
+	}
+	if _, _, err := parseCounters("# CPU\r\n"); err == nil {
+		t.Error("no CPU lines: no error")
+	}
+}
+
+// TestPlan: the default run's cells and its planned duration (under 35
+// minutes), and --quick's (under 3), by the plan's own arithmetic.
+func TestPlan(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		callers []int
+		limit   time.Duration
+		redlims int
+	}{
+		{nil, []int{1, 8, 64, 256}, 35 * time.Minute, 5},
+		{[]string{"--quick"}, []int{1, 64}, 3 * time.Minute, 2},
+	} {
+		o, err := parseFlags(c.args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := buildPlan(o, systems())
+		est := estimate(plan, o)
+		if est.total() >= c.limit || est.measurements == 0 {
+			t.Errorf("%q: planned %v (%d measurements), want under %v", c.args, est.total(), est.measurements, c.limit)
+		}
+		if o.rounds < 3 {
+			t.Errorf("%q: %d rounds", c.args, o.rounds)
+		}
+		cells := map[string][]int{}
+		for _, cs := range plan {
+			cells[cs.Store+"/"+cs.Workload] = append(cells[cs.Store+"/"+cs.Workload], cs.Callers)
+			n := 0
+			for _, s := range cs.Systems {
+				if strings.HasPrefix(s, "redlimit ") {
+					n++
+				}
+			}
+			want := c.redlims
+			if cs.Workload == denied {
+				want = 1
+			}
+			if cs.Store == onRedis && (n != want || !slices.Contains(cs.Systems, "redis_rate") || !slices.Contains(cs.Systems, "Redisson script")) {
+				t.Errorf("%q: cell %s/%d systems %v", c.args, cs.Workload, cs.Callers, cs.Systems)
+			}
+			if cs.Store == inMemory && !slices.Equal(cs.Systems, []string{"memstore token-bucket", "memstore sliding-log", "x/time/rate", "go-limiter"}) {
+				t.Errorf("%q: memory cell systems %v", c.args, cs.Systems)
+			}
+		}
+		for _, k := range []string{"redis/one", "redis/keys-uniform", "redis/keys-zipf", "redis/denied", "redis/half-peak", "memory/one", "memory/keys-uniform", "memory/keys-zipf"} {
+			want := c.callers
+			if o.quick && (k == "redis/denied" || k == "redis/half-peak") {
+				want = c.callers[len(c.callers)-1:]
+			}
+			if !slices.Equal(cells[k], want) {
+				t.Errorf("%q: %s at callers %v, want %v", c.args, k, cells[k], want)
+			}
+		}
+		t.Logf("%q: %d cells, %d measurements, planned %v", c.args, len(plan), est.measurements, est.total())
+	}
+}
+
+// TestSequence: the keys workloads' draws stay within the keys; uniform
+// spreads, Zipf favours the low ranks; the same every time.
+func TestSequence(t *testing.T) {
+	const keys = 1000
+	u, z := sequence(keysUniform, keys, 1.1), sequence(keysZipf, keys, 1.1)
+	if !slices.Equal(u, sequence(keysUniform, keys, 1.1)) {
+		t.Error("the uniform draw differs between calls")
+	}
+	count := func(seq []int32, k int32) (n int) {
+		for _, v := range seq {
+			if v < 0 || v >= keys {
+				t.Fatalf("index %d out of range", v)
+			}
+			if v == k {
+				n++
+			}
+		}
+		return n
+	}
+	perKey := len(u) / keys
+	if n := count(u, 0); n < perKey/2 || n > 2*perKey {
+		t.Errorf("uniform: key 0 drawn %d times of %d, want about %d", n, len(u), perKey)
+	}
+	if n := count(z, 0); n < 10*perKey {
+		t.Errorf("Zipf: key 0 drawn %d times, want far more than %d", n, perKey)
+	}
+	if sequence(one, keys, 1.1) != nil {
+		t.Error("a sequence for one limiter")
+	}
+}
+
+// TestQuickRun runs the benchmark for real, tiny: --quick's plan, one
+// round, 50 ms per measurement, 500 keys, against the redis-server it
+// starts, and checks the JSON report is complete and well formed, the
+// markdown has its tables, the SVG parses, and --from-json prints the same
+// report again.
 func TestQuickRun(t *testing.T) {
 	dir := t.TempDir()
-	jsonFile, svgFile := filepath.Join(dir, "results.json"), filepath.Join(dir, "bench.svg")
+	jsonFile, mdFile, svgFile := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.md"), filepath.Join(dir, "r.svg")
 	var stdout, stderr bytes.Buffer
-	// No re-measuring of cells disturbed by other processes: a smoke run.
-	args := []string{"--quick", "--duration", "40ms", "--warmup", "10ms", "--keys", "500", "--retries", "0", "--json", jsonFile, "--svg", svgFile}
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, seedErr := findSeeds(wd)
-	wantSystems := wantSystems
-	if seedErr != nil {
-		wantSystems = slices.DeleteFunc(slices.Clone(wantSystems), func(s string) bool { return s == redissonSystem })
-		args = append(args, "--systems", "^(redlimit|redis_rate|memstore|x/time/rate)")
-	}
+	args := []string{"--quick", "--rounds", "1", "--duration", "50ms", "--memory-duration", "20ms", "--warmup", "10ms", "--keys", "500",
+		"--json", jsonFile, "--markdown", mdFile, "--svg", svgFile}
 	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
-
 	raw, err := os.ReadFile(jsonFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rep report
-	if err := json.Unmarshal(raw, &rep); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
 		t.Fatalf("decoding the JSON: %v", err)
 	}
-	var names []string
-	for _, s := range rep.Systems {
-		names = append(names, s.Name)
+	o, _ := parseFlags(args, io.Discard)
+	plan := buildPlan(o, systems())
+	if len(rep.Cells) != len(plan) || rep.Settings.Measurements == 0 || !(rep.Settings.PlannedSec > 0) || !(rep.Settings.TotalSec > 0) {
+		t.Fatalf("%d cells, want %d; settings %+v", len(rep.Cells), len(plan), rep.Settings)
 	}
-	if !slices.Equal(names, wantSystems) {
-		t.Errorf("systems %q, want %q", names, wantSystems)
-	}
-	const inMemorySystems = 3
-	wantCells := len(wantSystems)*len(workloadNames) - inMemorySystems // no half-peak in memory
-	if len(rep.Results) != wantCells {
-		t.Errorf("%d results, want %d (every system x workload at 64 callers, half-peak on Redis only)", len(rep.Results), wantCells)
-	}
-	for _, sys := range wantSystems {
-		onRedis := !strings.HasPrefix(sys, "memstore") && sys != "x/time/rate"
-		for _, w := range workloadNames {
-			r := rep.find(sys, w, 64)
-			if w == halfPeak && !onRedis {
-				if r != nil {
-					t.Errorf("%s measured under half-peak in memory", sys)
+	n := 0
+	for i, c := range rep.Cells {
+		cs := plan[i]
+		if c.Workload != cs.Workload || c.Store != cs.Store || c.Callers != cs.Callers || !slices.Equal(c.Systems, cs.Systems) {
+			t.Errorf("cell %d is %s, planned %+v", i, c.ID, cs)
+		}
+		if len(c.Order) != 1 || len(c.Measurements) != len(c.Systems) || len(c.Summaries) != len(c.Systems) {
+			t.Errorf("%s: order %v, %d measurements, %d summaries for %d systems", c.ID, c.Order, len(c.Measurements), len(c.Summaries), len(c.Systems))
+		}
+		redis := c.Store == onRedis
+		for _, m := range c.Measurements {
+			n++
+			where := c.ID + " " + m.System
+			if m.Errors != 0 {
+				t.Errorf("%s: %d errors: %s", where, m.Errors, m.FirstError)
+				continue
+			}
+			if m.Decisions == 0 || !(m.DecisionsPerSec > 0) || !(m.P99Ns > 0) || !(m.ClientCPUUs >= 0) || !(m.AllocsPerDecision >= 0) ||
+				math.IsNaN(float64(m.LoadBefore)) || math.IsNaN(float64(m.LoadAfter)) {
+				t.Errorf("%s: figures missing: %+v", where, m)
+			}
+			if redis != !math.IsNaN(float64(m.RedisCPUUs)) || redis != !math.IsNaN(float64(m.RedisCmds)) {
+				t.Errorf("%s: Redis figures %v %v", where, m.RedisCPUUs, m.RedisCmds)
+			}
+			// Decisions not answered locally run commands (calls made
+			// together share them).
+			if redis && c.Workload != denied && !(m.RedisCmds > 0) {
+				t.Errorf("%s: %v Redis commands per decision", where, m.RedisCmds)
+			}
+			if redis && (c.Workload == one || isKeys(c.Workload)) && !(m.BytesPerLimiter > 0) {
+				t.Errorf("%s: bytes per limiter %v", where, m.BytesPerLimiter)
+			}
+			if c.Workload == denied && m.Granted > 1 {
+				t.Errorf("%s: %d of %d granted", where, m.Granted, m.Decisions)
+			}
+			if c.Workload == halfPeak {
+				p := rep.cell(c.Store, one, c.Callers).summary(m.System)
+				if math.Abs(m.OfferedPerSec-float64(p.DecisionsPerSec.Median)/2) > 1e-6*m.OfferedPerSec {
+					t.Errorf("%s: offered %v, one made %v", where, m.OfferedPerSec, p.DecisionsPerSec.Median)
 				}
-				continue
-			}
-			if r == nil {
-				t.Errorf("no result for %s / %s / 64 callers", sys, w)
-				continue
-			}
-			if r.Errors != 0 || r.FirstError != "" {
-				t.Errorf("%s / %s: %d errors: %s", sys, w, r.Errors, r.FirstError)
-			}
-			if r.Decisions == 0 || !(r.DecisionsPerSec > 0) || !(r.P50Ns > 0) || r.P99Ns < r.P50Ns || r.P999Ns < r.P99Ns {
-				t.Errorf("%s / %s: figures missing: %+v", sys, w, r)
-			}
-			if onRedis && (r.RedisCPUMicros == nil || *r.RedisCPUMicros < 0 || r.BytesPerLimiter == nil) {
-				t.Errorf("%s / %s: no Redis CPU or bytes per limiter: %+v", sys, w, r)
-			}
-			if w == "denied" && r.Granted > 1 { // a fixed window may turn over once
-				t.Errorf("%s / denied: %d of %d granted", sys, r.Granted, r.Decisions)
-			}
-			if w == "keys" && (r.Limiters != 500 || r.BytesPerLimiter == nil) {
-				t.Errorf("%s / keys: %d limiters, bytes %v", sys, r.Limiters, r.BytesPerLimiter)
-			}
-			// Paced at half the granted cell's throughput, the offered rate
-			// checked (whether it was kept depends on the machine), latency
-			// from the schedule.
-			if g := rep.find(sys, "granted", 64); w == halfPeak && g != nil &&
-				(math.Abs(r.OfferedPerSec-g.DecisionsPerSec/2) > 1e-6*g.DecisionsPerSec || r.OfferedKept == nil || !(r.AchievedFraction > 0) ||
-					!(r.P99RawNs > 0) || !strings.Contains(r.LatencyNote, "scheduled start")) {
-				t.Errorf("%s / half-peak: %+v, granted %v/s", sys, r, g.DecisionsPerSec)
-			}
-			if w == "mixed" && onRedis && (r.OfferedPerSec <= 0 || r.OfferedKept == nil) {
-				t.Errorf("%s / mixed: not paced: %+v", sys, r)
 			}
 		}
-	}
-	if rep.Machine.GoVersion == "" || rep.Machine.GOMAXPROCS < 1 || rep.Machine.CPUModel == "" || rep.Machine.RedisVersion == "" || rep.Machine.RedisServer == "" {
-		t.Errorf("machine details missing: %+v", rep.Machine)
-	}
-	metrics := map[string]bool{}
-	for _, q := range rep.Ratios {
-		metrics[q.Metric] = true
-		if !(q.Ratio > 0) || math.IsInf(q.Ratio, 0) {
-			t.Errorf("ratio %+v", q)
+		// Every system against every peer of its cell, but at half of peak.
+		want := 0
+		if c.Workload != halfPeak {
+			ours, peers := 0, 0
+			for _, name := range c.Systems {
+				if rep.system(name).Peer {
+					peers++
+				} else {
+					ours++
+				}
+			}
+			want = ours * peers * 2 // decisions/s and Redis CPU
+			if !redis {
+				want = ours * peers // Redis CPU: none in memory
+			}
+		}
+		if len(c.Ratios) != want {
+			t.Errorf("%s: %d ratios, want %d: %+v", c.ID, len(c.Ratios), want, c.Ratios)
 		}
 	}
-	if !metrics["ns_per_op"] || !metrics["redis_cpu_us_per_decision"] {
-		t.Errorf("ratios lack memstore vs x/time/rate or Redis CPU: %+v", rep.Ratios)
+	if n != rep.Settings.Measurements {
+		t.Errorf("%d measurements, planned %d", n, rep.Settings.Measurements)
 	}
-
-	for _, sys := range wantSystems {
-		if !strings.Contains(stdout.String(), sys) {
-			t.Errorf("the table has no row for %s:\n%s", sys, stdout.String())
+	if rep.Machine.GoVersion == "" || rep.Machine.RedisVersion == "" || rep.Settings.ClientOptions == "" {
+		t.Errorf("machine or settings missing: %+v %+v", rep.Machine, rep.Settings)
+	}
+	for _, s := range []string{"## Headline", "| one limiter | redlimit token-bucket | redis_rate |", "go-limiter", "## 500 keys (Zipf s=1.1)", "p99 <= 1 ms"} {
+		if !strings.Contains(stdout.String(), s) {
+			t.Errorf("the report lacks %q:\n%s", s, stdout.String())
 		}
 	}
-	if len(rep.HalfPeak) != len(wantSystems)-inMemorySystems {
-		t.Errorf("half-peak checks %+v, want one per Redis system", rep.HalfPeak)
+	if md, err := os.ReadFile(mdFile); err != nil || string(md) != stdout.String() {
+		t.Errorf("--markdown wrote another report (%v)", err)
 	}
-	for _, c := range rep.HalfPeak {
-		if c.Callers != 64 || c.TargetNs != 1e6 || !(c.PeakPerSec > 0) || !(c.P99Ns > 0) {
-			t.Errorf("half-peak check %+v", c)
-		}
-		if !strings.Contains(stdout.String(), "p99 latency at half of peak") {
-			t.Errorf("the text has no half-peak lines:\n%s", stdout.String())
-		}
-	}
-	if progress := fmt.Sprintf("[%3d/%d", wantCells, wantCells); !strings.Contains(stderr.String(), progress) {
-		t.Errorf("no progress on stderr:\n%s", stderr.String())
+	if !strings.Contains(stderr.String(), "planned: ") {
+		t.Errorf("no planned duration on stderr:\n%s", stderr.String())
 	}
 	svg, err := os.ReadFile(svgFile)
 	if err != nil {
@@ -163,13 +355,10 @@ func TestQuickRun(t *testing.T) {
 			t.Fatalf("the SVG is not XML: %v", err)
 		}
 	}
-	for _, sys := range []string{"redis_rate", "x/time/rate"} {
-		if !bytes.Contains(svg, []byte(sys)) {
-			t.Errorf("the chart lacks %s", sys)
-		}
+	if !bytes.Contains(svg, []byte("Redisson script")) || !bytes.Contains(svg, []byte("go-limiter")) {
+		t.Error("the chart lacks systems")
 	}
 
-	// --from-json prints the same table and draws the same chart.
 	var again bytes.Buffer
 	svg2 := filepath.Join(dir, "again.svg")
 	if err := run(context.Background(), []string{"--from-json", jsonFile, "--svg", svg2}, &again, io.Discard); err != nil {
@@ -181,18 +370,17 @@ func TestQuickRun(t *testing.T) {
 	if b, err := os.ReadFile(svg2); err != nil || !bytes.Equal(b, svg) {
 		t.Errorf("--from-json drew another chart (%v)", err)
 	}
+}
 
-	t.Run(redissonSystem, func(t *testing.T) {
-		if seedErr != nil {
-			t.Skipf("Redisson's script is read from the shared seeds beside the repository: %v", seedErr)
+// TestUsage: bad flags are usage errors.
+func TestUsage(t *testing.T) {
+	for _, args := range [][]string{{"--callers", "0"}, {"--workloads", "nope"}, {"--systems", "("}, {"extra"}, {"--keys", "1"},
+		{"--rounds", "0"}, {"--zipf", "1"}, {"--systems", "nothing-matches"}} {
+		err := run(context.Background(), args, io.Discard, io.Discard)
+		if _, ok := err.(usageError); !ok {
+			t.Errorf("%q: %v, want a usage error", args, err)
 		}
-		if !strings.Contains(rep.Settings.RedissonScript, seedFile) {
-			t.Errorf("Redisson's script from %q, want the seed", rep.Settings.RedissonScript)
-		}
-		if !bytes.Contains(svg, []byte(redissonSystem)) {
-			t.Errorf("the chart lacks %s", redissonSystem)
-		}
-	})
+	}
 }
 
 // TestHistogram: quantiles within the buckets' 3%.
@@ -219,16 +407,6 @@ func TestHistogram(t *testing.T) {
 	var empty hist
 	if !math.IsNaN(empty.quantile(0.5)) {
 		t.Error("an empty histogram has a quantile")
-	}
-}
-
-// TestUsage: bad flags are usage errors.
-func TestUsage(t *testing.T) {
-	for _, args := range [][]string{{"--callers", "0"}, {"--workloads", "nope"}, {"--systems", "("}, {"extra"}, {"--keys", "1"}, {"--retries", "-1"}} {
-		err := run(context.Background(), args, io.Discard, io.Discard)
-		if _, ok := err.(usageError); !ok {
-			t.Errorf("%q: %v, want a usage error", args, err)
-		}
 	}
 }
 

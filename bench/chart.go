@@ -17,7 +17,7 @@ import (
 // horizontal bars per system, a bar per workload, each labelled with its
 // value, on a log scale.
 
-var workloadColors = map[string]string{"granted": "#2ca02c", "denied": "#d62728", "mixed": "#ff7f0e", "keys": "#1f77b4"}
+var workloadColors = map[string]string{one: "#2ca02c", denied: "#d62728", keysUniform: "#1f77b4", keysZipf: "#ff7f0e"}
 
 const (
 	chartWidth  = 980
@@ -32,21 +32,27 @@ const (
 // chartCallers is the number of callers charted: 64 when measured, else the
 // largest measured.
 func (rep *report) chartCallers() int {
+	const preferred = 64
 	cs := rep.Settings.Callers
-	if slices.Contains(cs, ratioCallers) || len(cs) == 0 {
-		return ratioCallers
+	if slices.Contains(cs, preferred) || len(cs) == 0 {
+		return preferred
 	}
 	return slices.Max(cs)
 }
 
 func (rep *report) chart(w io.Writer) error {
 	callers := rep.chartCallers()
-	// half-peak's decisions/s is half of granted's by construction: not
-	// charted (its figure is latency, in the table).
-	workloads := slices.DeleteFunc(slices.Clone(rep.Settings.Workloads), func(wl string) bool { return wl == halfPeak })
+	// half-peak's decisions/s is half of one's by construction: not
+	// charted (its figure is latency, in the tables).
+	var workloads []string
+	for _, wl := range workloadNames {
+		if wl != halfPeak && slices.Contains(rep.Settings.Workloads, wl) {
+			workloads = append(workloads, wl)
+		}
+	}
 	type group struct {
 		system string
-		values map[string]float64
+		values map[string]stat
 		notes  map[string]string
 	}
 	type panel struct {
@@ -62,17 +68,23 @@ func (rep *report) chart(w io.Writer) error {
 			if s.Store != panels[i].store {
 				continue
 			}
-			g := group{system: s.Name, values: map[string]float64{}, notes: map[string]string{}}
+			g := group{system: s.Name, values: map[string]stat{}, notes: map[string]string{}}
 			for _, wl := range workloads {
-				if r := rep.find(s.Name, wl, callers); r != nil && r.Errors == 0 {
-					g.values[wl] = r.DecisionsPerSec
+				c := rep.cell(s.Store, wl, callers)
+				if c == nil {
+					continue
+				}
+				if sum := c.summary(s.Name); sum != nil && sum.Errors == 0 && sum.DecisionsPerSec.N > 0 {
+					g.values[wl] = sum.DecisionsPerSec
 					// A bar that did not do what its workload asks says so.
-					if f := r.GrantedFraction; (wl == "mixed" && !inBand(*r)) || ((wl == "granted" || wl == "keys") && f < 0.99) {
+					if f := float64(sum.GrantedFraction.Median); wl != denied && f < 0.99 {
 						g.notes[wl] = fmt.Sprintf(" (%.0f%% granted)", 100*f)
 					}
 				}
 			}
-			panels[i].groups = append(panels[i].groups, g)
+			if len(g.values) > 0 {
+				panels[i].groups = append(panels[i].groups, g)
+			}
 		}
 	}
 	panels = slices.DeleteFunc(panels, func(p panel) bool { return len(p.groups) == 0 })
@@ -89,7 +101,7 @@ func (rep *report) chart(w io.Writer) error {
 
 	b := bufio.NewWriter(w)
 	pf := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	title := fmt.Sprintf("Decisions per second (log scale), %d concurrent callers (%s, GOMAXPROCS %d)", callers, rep.Machine.GoVersion, rep.Machine.GOMAXPROCS)
+	title := fmt.Sprintf("Decisions per second (log scale; median, line: min-max of %d rounds), %d callers (%s, GOMAXPROCS %d)", rep.Settings.Rounds, callers, rep.Machine.GoVersion, rep.Machine.GOMAXPROCS)
 	pf(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
 	pf(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", chartWidth, height, chartWidth, height)
 	pf("<title>%s</title>\n", esc(title))
@@ -107,9 +119,9 @@ func (rep *report) chart(w io.Writer) error {
 		// answered in memory against a round trip to Redis).
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for _, g := range p.groups {
-			for _, v := range g.values {
-				if v > 0 {
-					lo, hi = min(lo, math.Floor(math.Log10(v))), max(hi, math.Ceil(math.Log10(v)))
+			for _, st := range g.values {
+				if v, w := float64(st.Min), float64(st.Max); v > 0 {
+					lo, hi = min(lo, math.Floor(math.Log10(v))), max(hi, math.Ceil(math.Log10(w)))
 				}
 			}
 		}
@@ -144,7 +156,8 @@ func (rep *report) chart(w io.Writer) error {
 			pf(`<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", chartLeft-8, gy+float64(nw*(barHeight+barGap))/2+4, esc(g.system))
 			for j, wl := range workloads {
 				by := gy + float64(j*(barHeight+barGap))
-				v, ok := g.values[wl]
+				st, ok := g.values[wl]
+				v := float64(st.Median)
 				if !ok {
 					pf(`<text x="%d" y="%.1f" font-size="10" fill="#888">%s: not measured</text>`+"\n", chartLeft+4, by+barHeight-1, esc(wl))
 					continue
@@ -152,7 +165,11 @@ func (rep *report) chart(w io.Writer) error {
 				bw := xOf(v) - chartLeft
 				pf(`<rect x="%d" y="%.1f" width="%.1f" height="%d" fill="%s"><title>%s, %s: %s decisions/s</title></rect>`+"\n",
 					chartLeft, by, bw, barHeight, workloadColors[wl], esc(g.system), esc(wl), thousands(v))
-				pf(`<text x="%.1f" y="%.1f" font-size="10">%s%s</text>`+"\n", chartLeft+bw+4, by+barHeight-1, thousands(v), esc(g.notes[wl]))
+				if st.N > 1 {
+					y := by + barHeight/2.0
+					pf(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#222"/>`+"\n", xOf(float64(st.Min)), y, xOf(float64(st.Max)), y)
+				}
+				pf(`<text x="%.1f" y="%.1f" font-size="10">%s%s</text>`+"\n", max(xOf(float64(st.Max)), chartLeft+bw)+4, by+barHeight-1, thousands(v), esc(g.notes[wl]))
 			}
 		}
 		pf(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#555"/>`+"\n", chartLeft, y0-4, chartLeft, y0+plotH)

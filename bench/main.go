@@ -1,13 +1,16 @@
-// Command bench measures redlimit against its peers, on Redis and in memory,
-// from one process: decisions per second, latency, Redis CPU per decision
-// and bytes per limiter, for every system, workload and number of callers.
+// Command bench measures redlimit beside its peers, on Redis and in memory,
+// from one process: for every cell (workload x callers) it measures each
+// system in turn, over several rounds (A B C, B C A, ...), and reports per
+// cell the median and range of decisions/s, the ratios to each peer taken
+// within each round, and per decision the client's and Redis's CPU, Redis's
+// commands and the allocations.
 //
-//	cd bench && go run . [--duration 2s] [--callers 1,8,64,256] [--json FILE] [--svg FILE]
-//	cd bench && go run . --quick        # 64 callers, 0.5 s per cell
+//	cd bench && go run . [--rounds 3] [--duration 3s] [--callers 1,8,64,256] [--json FILE] [--markdown FILE] [--svg FILE]
+//	cd bench && go run . --quick        # about 2 minutes
 //
 // It is a module of its own so that the peers (go-redis/redis_rate,
-// golang.org/x/time/rate as a rival) never enter redlimit's go.mod; "redlimit
-// bench" runs it from the source tree. See README.md.
+// golang.org/x/time/rate, sethvargo/go-limiter) never enter redlimit's
+// go.mod; "redlimit bench" runs it from the source tree. See README.md.
 package main
 
 import (
@@ -19,7 +22,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -71,65 +73,57 @@ type usageError struct {
 
 func (e usageError) Error() string { return e.msg }
 
-// workloads, in the order each cell runs them (mixed and half-peak are
-// calibrated on granted's throughput).
-var workloadNames = []string{"granted", "denied", "mixed", halfPeak, "keys"}
-
-// halfPeak is the workload paced, open loop, at half the system's granted
-// throughput: on Redis only (issue 6: p99 at half of peak on the Redis store).
-const halfPeak = "half-peak"
-
-// measured says whether workload w is measured on s: half-peak is not
-// measured in memory (sleeps cannot pace tens of millions of calls a
-// second, and the target is the Redis store's).
-func measured(s *system, w string) bool { return w != halfPeak || s.Store == onRedis }
-
-// WorkDirEnv, when set, is the directory relative --json and --svg paths are
-// taken from ("redlimit bench" runs the benchmark in bench/ and sets it to
-// the caller's directory).
+// WorkDirEnv, when set, is the directory relative --json, --markdown and
+// --svg paths are taken from ("redlimit bench" runs the benchmark in bench/
+// and sets it to the caller's directory).
 const WorkDirEnv = "REDLIMIT_BENCH_CWD"
 
 // options are the command line's.
 type options struct {
-	redisURL  string
-	duration  time.Duration
-	warmup    time.Duration
-	callers   []int
-	workloads []string
-	systems   *regexp.Regexp
-	keys      int
-	jsonFile  string
-	svgFile   string
-	quick     bool
-	fromJSON  string
-	// A cell during which other processes used more than maxOtherCPU CPUs
-	// is measured again, at most retries times.
-	maxOtherCPU float64
-	retries     int
-	args        []string
+	redisURL     string
+	rounds       int
+	duration     time.Duration // a Redis cell's measured window
+	memDuration  time.Duration // an in-memory cell's
+	warmup       time.Duration
+	callers      []int
+	workloads    []string
+	systems      *regexp.Regexp
+	systemsSet   bool
+	keys         int
+	zipf         float64
+	jsonFile     string
+	mdFile       string
+	svgFile      string
+	quick        bool
+	autopipeline bool
+	fromJSON     string
+	args         []string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{args: args}
-	fs.StringVar(&o.redisURL, "redis", "", "use this Redis (redis://host:port/db) instead of starting a redis-server; keys go under a random redlimit-bench: prefix and are deleted between cells")
-	fs.DurationVar(&o.duration, "duration", 2*time.Second, "measured time per cell (system x workload x callers)")
-	fs.DurationVar(&o.warmup, "warmup", 100*time.Millisecond, "unmeasured load before each cell's measurement")
+	fs.StringVar(&o.redisURL, "redis", "", "use this Redis (redis://host:port/db) instead of starting a redis-server; keys go under a random redlimit-bench: prefix and are deleted at the end")
+	fs.IntVar(&o.rounds, "rounds", 3, "times every system of a cell is measured, in turn (A B C, B C A, C A B); medians and ranges over them")
+	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of one system in one round of a Redis cell")
+	fs.DurationVar(&o.memDuration, "memory-duration", time.Second, "measured time of one system in one round of an in-memory cell")
+	fs.DurationVar(&o.warmup, "warmup", 200*time.Millisecond, "unmeasured load before each measurement")
 	callers := fs.String("callers", "1,8,64,256", "comma-separated numbers of concurrent callers (goroutines)")
-	workloads := fs.String("workloads", strings.Join(workloadNames, ","), "comma-separated workloads: granted, denied, mixed, half-peak (Redis only), keys")
+	workloads := fs.String("workloads", strings.Join(workloadNames, ","), "comma-separated workloads: "+strings.Join(workloadNames, ", "))
 	systemsRE := fs.String("systems", "", "only the systems whose name matches this regular expression")
-	fs.IntVar(&o.keys, "keys", 100000, "distinct limiters in the keys workload")
-	fs.StringVar(&o.jsonFile, "json", "", "write every figure and the machine's details to `FILE` (JSON)")
+	fs.IntVar(&o.keys, "keys", 100000, "distinct limiters in the keys workloads")
+	fs.Float64Var(&o.zipf, "zipf", 1.1, "the exponent s of keys-zipf (key of rank k drawn with probability proportional to 1/k^s; > 1)")
+	fs.StringVar(&o.jsonFile, "json", "", "write every measurement, the summaries and the machine's details to `FILE` (JSON)")
+	fs.StringVar(&o.mdFile, "markdown", "", "write the report (the tables printed on stdout) to `FILE`")
 	fs.StringVar(&o.svgFile, "svg", "", "write a chart of decisions/s at 64 callers to `FILE` (SVG)")
-	fs.Float64Var(&o.maxOtherCPU, "max-other-cpu", 0.25, "measure a cell again when other processes used more than this many `CPUs` during it (Linux)")
-	fs.IntVar(&o.retries, "retries", 2, "the most times a disturbed cell is measured again (0: never)")
-	fs.StringVar(&o.fromJSON, "from-json", "", "measure nothing: print the table of an earlier run's JSON `FILE` (and --svg its chart)")
-	fs.BoolVar(&o.quick, "quick", false, "a smoke run: 64 callers only, 0.5s per cell (flags given explicitly win)")
+	fs.StringVar(&o.fromJSON, "from-json", "", "measure nothing: print the report of an earlier run's JSON `FILE` (and --markdown, --svg)")
+	fs.BoolVar(&o.quick, "quick", false, "a short run: callers 1,64, 0.5s per Redis measurement, 0.25s in memory, redlimit's token bucket and sliding log only (flags given explicitly win)")
+	fs.BoolVar(&o.autopipeline, "autopipeline", false, "also measure redlimit with redisstore.WithAutoPipeline() on one limiter")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run . [flags]   (in bench/; or: redlimit bench [flags])\n\n"+
-			"Measures every system x workload x callers for --duration each and prints a table;\n"+
-			"progress goes to stderr. Starts its own redis-server unless --redis.\n\nFlags:\n")
+			"Measures every cell (workload x callers) --rounds times, each system of a cell in turn,\n"+
+			"and prints the report (markdown); progress goes to stderr. Starts its own redis-server unless --redis.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -143,15 +137,19 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.systemsSet = set["systems"]
 	if o.quick {
 		if !set["callers"] {
-			*callers = "64"
+			*callers = "1,64"
 		}
 		if !set["duration"] {
 			o.duration = 500 * time.Millisecond
 		}
+		if !set["memory-duration"] {
+			o.memDuration = 250 * time.Millisecond
+		}
 		if !set["warmup"] {
-			o.warmup = 50 * time.Millisecond
+			o.warmup = 100 * time.Millisecond
 		}
 	}
 	for _, f := range strings.Split(*callers, ",") {
@@ -161,6 +159,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 		o.callers = append(o.callers, n)
 	}
+	slices.Sort(o.callers)
+	o.callers = slices.Compact(o.callers)
 	for _, f := range strings.Split(*workloads, ",") {
 		f = strings.TrimSpace(f)
 		if !slices.Contains(workloadNames, f) {
@@ -168,26 +168,24 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 		o.workloads = append(o.workloads, f)
 	}
-	// Run in the canonical order: mixed and half-peak follow granted.
-	slices.SortStableFunc(o.workloads, func(a, b string) int {
-		return slices.Index(workloadNames, a) - slices.Index(workloadNames, b)
-	})
-	o.workloads = slices.Compact(o.workloads)
 	var err error
 	if o.systems, err = regexp.Compile(*systemsRE); err != nil {
 		return nil, usageError{msg: fmt.Sprintf("--systems: %v", err)}
 	}
-	if o.duration <= 0 || o.warmup < 0 {
-		return nil, usageError{msg: "--duration must be positive and --warmup not negative"}
+	if o.duration <= 0 || o.memDuration <= 0 || o.warmup < 0 {
+		return nil, usageError{msg: "--duration and --memory-duration must be positive and --warmup not negative"}
 	}
-	if o.retries < 0 || o.maxOtherCPU < 0 {
-		return nil, usageError{msg: "--retries and --max-other-cpu must not be negative"}
+	if o.rounds < 1 || o.rounds > 100 {
+		return nil, usageError{msg: "--rounds must be 1..100"}
 	}
-	if o.keys < 2 {
-		return nil, usageError{msg: "--keys must be at least 2"}
+	if o.keys < 2 || o.keys > 10_000_000 {
+		return nil, usageError{msg: "--keys must be 2..10000000"}
+	}
+	if !(o.zipf > 1) || o.zipf > 10 {
+		return nil, usageError{msg: "--zipf must be more than 1 (and at most 10)"}
 	}
 	if wd := os.Getenv(WorkDirEnv); wd != "" {
-		for _, p := range []*string{&o.jsonFile, &o.svgFile, &o.fromJSON} {
+		for _, p := range []*string{&o.jsonFile, &o.mdFile, &o.svgFile, &o.fromJSON} {
 			if *p != "" && !filepath.IsAbs(*p) {
 				*p = filepath.Join(wd, *p)
 			}
@@ -205,14 +203,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.fromJSON != "" {
 		return redraw(o, stdout, stderr)
 	}
+	all := systems()
+	plan := buildPlan(o, all)
+	if len(plan) == 0 {
+		return usageError{msg: "--systems and --workloads leave nothing to measure"}
+	}
+	byName := map[string]*system{}
+	for _, s := range all {
+		byName[s.Name] = s
+	}
 	var selected []*system
-	for _, s := range systems() {
-		if o.systems.MatchString(s.Name) {
+	for _, s := range all {
+		if planned(plan, s.Name) {
 			selected = append(selected, s)
 		}
-	}
-	if len(selected) == 0 {
-		return usageError{msg: "--systems matches no system"}
 	}
 	needRedis := slices.ContainsFunc(selected, func(s *system) bool { return s.Store == onRedis })
 
@@ -260,9 +264,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer e.clean(context.WithoutCancel(ctx))
 	}
 
-	rep := &report{Machine: m, Args: o.args, Settings: settings{
-		DurationSec: o.duration.Seconds(), WarmupSec: o.warmup.Seconds(), Callers: o.callers,
-		Workloads: o.workloads, Keys: o.keys, Quick: o.quick, MaxOtherCPU: o.maxOtherCPU, Retries: o.retries,
+	est := estimate(plan, o)
+	rep := &report{Machine: m, Args: o.args, Systems: make([]system, 0, len(selected)), Settings: settings{
+		Rounds: o.rounds, DurationSec: o.duration.Seconds(), MemoryDurationSec: o.memDuration.Seconds(), WarmupSec: o.warmup.Seconds(),
+		Callers: o.callers, Workloads: o.workloads, Keys: o.keys, Zipf: o.zipf, Quick: o.quick,
+		Cells: len(plan), Measurements: est.measurements, PlannedSec: est.total().Seconds(),
+		GrantedRedis: grantedRedis.String(), GrantedMemory: grantedMemory.String(), DeniedLimit: deniedLimit.String(),
+		ClientOptions: "go-redis v9, a fresh client per measurement: PoolSize = callers, MaxRetries -1 (none), ContextTimeoutEnabled",
 	}}
 	for _, s := range selected {
 		rep.Systems = append(rep.Systems, *s)
@@ -270,47 +278,44 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if e.redisson != nil {
 		rep.Settings.RedissonScript = e.redisson.from
 	}
-	total := 0
-	for _, s := range selected {
-		for _, w := range o.workloads {
-			if measured(s, w) {
-				total += len(o.callers)
-			}
-		}
+	fmt.Fprintf(stderr, "planned: %d cells, %d measurements (%d rounds): %s of measurement and warm-up, about %s in all with set-up\n",
+		len(plan), est.measurements, o.rounds, est.load.Round(time.Second), est.total().Round(time.Second))
+	if o.rounds < 3 {
+		fmt.Fprintf(stderr, "note: %d round(s): a figure's spread between rounds is not known; use 3 or more for figures to publish\n", o.rounds)
 	}
-	cell := 0
 	began := time.Now()
-	for _, s := range selected {
-		for _, c := range o.callers {
-			for _, w := range o.workloads {
-				if !measured(s, w) {
-					continue
-				}
-				cell++
-				r, err := runCell(ctx, e, o, rep, s, w, c)
-				if err != nil {
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					r.Errors++
-					r.FirstError = err.Error()
-				}
-				rep.Results = append(rep.Results, r)
-				fmt.Fprintf(stderr, "[%3d/%d %5.0fs] %s\n", cell, total, time.Since(began).Seconds(), r.progress())
-			}
-		}
-	}
-	rep.Settings.TotalSec = time.Since(began).Seconds()
-	rep.Ratios = ratios(rep.Results)
-	rep.HalfPeak = halfPeakChecks(rep)
-	if err := rep.writeText(stdout); err != nil {
+	if err := execute(ctx, e, o, rep, plan, byName, stderr); err != nil {
 		return err
 	}
-	if o.jsonFile != "" {
+	rep.Settings.TotalSec = time.Since(began).Seconds()
+	fmt.Fprintf(stderr, "done in %s (planned about %s)\n", time.Since(began).Round(time.Second), est.total().Round(time.Second))
+	return rep.output(o, stdout, stderr)
+}
+
+// output prints the report and writes the files asked for.
+func (rep *report) output(o *options, stdout, stderr io.Writer) error {
+	if err := rep.writeMarkdown(stdout); err != nil {
+		return err
+	}
+	if o.jsonFile != "" && o.fromJSON == "" {
 		if err := rep.writeJSON(o.jsonFile); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "wrote %s\n", o.jsonFile)
+	}
+	if o.mdFile != "" {
+		f, err := os.Create(o.mdFile)
+		if err != nil {
+			return err
+		}
+		err = rep.writeMarkdown(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", o.mdFile)
 	}
 	if o.svgFile != "" {
 		if err := rep.writeSVG(o.svgFile); err != nil {
@@ -321,7 +326,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// redraw prints the table of an earlier run and draws its chart.
+// redraw prints the report of an earlier run and writes its files again.
 func redraw(o *options, stdout, stderr io.Writer) error {
 	b, err := os.ReadFile(o.fromJSON)
 	if err != nil {
@@ -331,257 +336,20 @@ func redraw(o *options, stdout, stderr io.Writer) error {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		return fmt.Errorf("%s: %w", o.fromJSON, err)
 	}
-	if err := rep.writeText(stdout); err != nil {
-		return err
+	if len(rep.Cells) == 0 {
+		return fmt.Errorf("%s: no cells (a report of this version of the benchmark is needed)", o.fromJSON)
 	}
-	if o.svgFile != "" {
-		if err := rep.writeSVG(o.svgFile); err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "wrote %s\n", o.svgFile)
-	}
-	return nil
+	return rep.output(o, stdout, stderr)
 }
 
-// Limits of the workloads. granted and keys: far above any offered load,
-// 10^7 per second on Redis (20 times the most any system here decides; not
-// more, so that every system still does its limiting work: redis_rate
-// counts time in float seconds since 2017, in which a 1 ns increment at
-// 2^30 per second vanishes, and it then writes nothing), 2^30 per second in
-// memory (x/time/rate decides over 10^7 per second). denied: 1 per minute,
-// used up before the measurement. mixed: per 100 ms (so that the initial
-// burst is a small part of the cell), half of the system's granted
-// throughput in memory; on Redis the callers are paced at 0.8 x that
-// throughput and the limit is half of it. half-peak: the granted limit,
-// the callers paced (open loop) at 0.5 x the system's granted throughput.
-var (
-	grantedRedis  = limit{Rate: 10_000_000, Interval: time.Second}
-	grantedMemory = limit{Rate: 1 << 30, Interval: time.Second}
-	deniedLimit   = limit{Rate: 1, Interval: time.Minute}
-)
-
-// grantedLimit is the granted and keys workloads' limit for s.
-func grantedLimit(s *system) limit {
-	if s.Store == onRedis {
-		return grantedRedis
-	}
-	return grantedMemory
-}
-
-const mixedInterval = 100 * time.Millisecond
-
-// halfPeakShare is the share of the granted throughput (the peak, same
-// callers) half-peak offers.
-const halfPeakShare = 0.5
-
-// runCell measures system s under workload w with callers callers. A cell
-// during which other processes used more than --max-other-cpu CPUs is
-// measured again, up to --retries times; the least disturbed attempt counts.
-// mixed on Redis is paced (see below); in memory it is a closed loop, and a
-// cell that did not refuse about half is measured again (up to 3 times)
-// with its limit scaled towards half. half-peak is paced, open loop, at
-// half the granted throughput, with the granted limit.
-func runCell(ctx context.Context, e *env, o *options, rep *report, s *system, w string, callers int) (result, error) {
-	l, pace := grantedLimit(s), 0.0
-	// peak is the system's granted throughput with these callers.
-	peak := func() (float64, error) {
-		if x := rep.throughput(s.Name, "granted", callers); x > 0 {
-			return x, nil
-		}
-		// granted was not run (or failed): measure it now, unrecorded.
-		cal, err := measureCell(ctx, e, o, s, "granted", callers, grantedLimit(s), 0)
-		if err == nil && !(cal.DecisionsPerSec > 0) {
-			err = errors.New("no decision")
-		}
-		if err != nil {
-			return 0, fmt.Errorf("calibrating %s: %w", w, err)
-		}
-		return cal.DecisionsPerSec, nil
-	}
-	switch w {
-	case "denied":
-		l = deniedLimit
-	case halfPeak:
-		x, err := peak()
-		if err != nil {
-			return result{System: s.Name, Store: s.Store, Workload: w, Callers: callers}, err
-		}
-		pace = halfPeakShare * x
-	case "mixed":
-		x, err := peak()
-		if err != nil {
-			return result{System: s.Name, Store: s.Store, Workload: w, Callers: callers}, err
-		}
-		share := 0.5 // of x, per second
-		if s.Store == onRedis {
-			// Paced: refusals may cost far less than grants (redisstore
-			// answers an exhausted limiter's refusals locally), and a closed
-			// loop would then be offered mostly refusals. Offered 0.8 x, so
-			// that every system keeps up, with a limit of half that.
-			pace, share = 0.8*x, 0.4
-		}
-		l = limit{Rate: max(1, int64(x*share*mixedInterval.Seconds())), Interval: mixedInterval}
-	}
-	var best result
-	mixTries, noiseTries := 0, 0
-	for attempt := 1; ; attempt++ {
-		r, err := measureCell(ctx, e, o, s, w, callers, l, pace)
-		if err != nil {
-			r.Attempts = attempt
-			return r, err
-		}
-		if attempt == 1 || o.better(r, best) {
-			best = r
-		}
-		best.Attempts = attempt
-		switch {
-		case w == "mixed" && pace == 0 && !inBand(r) && mixTries < 3:
-			// Closed loop (in memory): scale the limit towards half granted
-			// and measure again.
-			mixTries++
-			f := r.GrantedFraction
-			scale := 8.0
-			if f > 0 {
-				scale = min(max(0.5/f, 1.0/8), 8)
-			}
-			l.Rate = max(1, int64(float64(l.Rate)*scale))
-		case o.disturbed(r) && noiseTries < o.retries:
-			noiseTries++
-		default:
-			return best, nil
-		}
-	}
-}
-
-// inBand: a mixed cell refused about half (30 to 70%).
-func inBand(r result) bool { return r.GrantedFraction >= 0.3 && r.GrantedFraction <= 0.7 }
-
-// disturbed: other processes used more than --max-other-cpu during r.
-func (o *options) disturbed(r result) bool {
-	return r.OtherCPUs != nil && o.retries > 0 && *r.OtherCPUs > o.maxOtherCPU
-}
-
-// better says whether attempt a is to be kept rather than b: a mixed cell
-// in the band first, then an undisturbed one, then the less disturbed.
-func (o *options) better(a, b result) bool {
-	if a.Workload == "mixed" && inBand(a) != inBand(b) {
-		return inBand(a)
-	}
-	if o.disturbed(a) != o.disturbed(b) {
-		return !o.disturbed(a)
-	}
-	if a.Workload == "mixed" && !inBand(a) {
-		return math.Abs(a.GrantedFraction-0.5) < math.Abs(b.GrantedFraction-0.5)
-	}
-	return a.OtherCPUs != nil && b.OtherCPUs != nil && *a.OtherCPUs < *b.OtherCPUs
-}
-
-// measureCell is one measurement of a cell, with limit l, the callers
-// offered pace requests per second in all (0: as fast as they can).
-func measureCell(ctx context.Context, e *env, o *options, s *system, w string, callers int, l limit, pace float64) (result, error) {
-	r := result{System: s.Name, Store: s.Store, Workload: w, Callers: callers, Limiters: 1, Limit: l.String(), OfferedPerSec: pace}
-	if w == "keys" {
-		r.Limiters = o.keys
-	}
-	if s.Store == onRedis {
-		if err := e.reset(ctx); err != nil {
-			return r, err
-		}
-	}
-
-	var heap0 uint64
-	if s.Store == inMemory && w == "keys" {
-		heap0 = heapAlloc()
-	}
-	t, err := s.prepare(ctx, e, l, r.Limiters, callers)
-	if err != nil {
-		return r, err
-	}
-	defer t.close()
-	if w == "denied" {
-		if err := exhaust(ctx, t); err != nil {
-			return r, err
-		}
-	}
-	timeEvery := 1
-	if s.Store == inMemory {
-		timeEvery = 64
-	}
-	open := w == halfPeak
-	ld, err := runLoad(ctx, t, callers, pace, open, o.warmup, o.duration, timeEvery, func() snapshot { return e.snap(ctx) })
-	if err != nil {
-		return r, err
-	}
-	r.fill(&ld)
-	if timeEvery > 1 {
-		r.LatencyNote = fmt.Sprintf("1 call in %d timed", timeEvery)
-	}
-	if open {
-		r.LatencyNote = "from the scheduled start (open loop), the load generator's timer lateness taken out"
-	}
-
-	// Bytes per limiter.
-	switch {
-	case s.Store == onRedis:
-		sample := []int{0}
-		if r.Limiters > 1 {
-			sample = sample[:0]
-			for k := range 100 {
-				sample = append(sample, k*r.Limiters/100)
-			}
-		}
-		var sum int64
-		for _, i := range sample {
-			// One more call makes sure the limiter holds state (in the keys
-			// workload a limiter may not have had its turn yet).
-			if _, err := t.call(ctx, i); err != nil {
-				return r, fmt.Errorf("touching limiter %d: %w", i, err)
-			}
-			n, err := memoryUsage(ctx, e.admin, t.redisKeys(i))
-			if err != nil {
-				return r, err
-			}
-			sum += n
-		}
-		b := float64(sum) / float64(len(sample))
-		r.BytesPerLimiter, r.BytesWhat = &b, "MEMORY USAGE of the limiter's keys"
-	case w == "keys":
-		b := (float64(heapAlloc()) - float64(heap0)) / float64(r.Limiters)
-		runtime.KeepAlive(t)
-		r.BytesPerLimiter, r.BytesWhat = &b, "Go heap per limiter"
-	}
-	return r, nil
-}
-
-// exhaust asks until a request is refused (the denied workload's limit is
-// 1 per minute).
-func exhaust(ctx context.Context, t *target) error {
-	for range 100 {
-		ok, err := t.call(ctx, 0)
-		if err != nil {
-			return fmt.Errorf("using up the limit: %w", err)
-		}
-		if !ok {
-			return nil
-		}
-	}
-	return errors.New("using up the limit: 100 requests granted at 1 per minute")
-}
-
-func heapAlloc() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
-
-// reset empties Redis of the benchmark's keys: FLUSHALL on its own server,
-// a SCAN of the run's prefix on another.
+// reset empties Redis of the benchmark's keys at the start: FLUSHALL on its
+// own server (fresh anyway); another server is left as it is (the run's
+// prefix is new).
 func (e *env) reset(ctx context.Context) error {
 	if e.own {
 		return e.admin.FlushAll(ctx).Err()
 	}
-	return e.clean(ctx)
+	return nil
 }
 
 // clean deletes every key of this run (the systems put the prefix in every

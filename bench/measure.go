@@ -99,17 +99,26 @@ const (
 	stopping
 )
 
+// openTimes accounts one call of an open loop, scheduled at sched, started
+// at t0 and ended at t1, after a queue of this caller's calls that ended at
+// queueEnd: its latency (its end in the queue the schedule makes, less
+// sched), the uncorrected one (t1 less sched), the timer's lateness (t0 less
+// sched), and the queue's new end.
+func openTimes(sched, t0, t1, queueEnd time.Time) (lat, raw, lag time.Duration, end time.Time) {
+	end = later(sched, queueEnd).Add(t1.Sub(t0))
+	return end.Sub(sched), t1.Sub(sched), t0.Sub(sched), end
+}
+
 // runLoad runs callers goroutines asking t for one permit each in a loop:
 // warmup first, then dur measured. Calls that complete within the measured
 // window count; every timeEvery-th call of each caller is timed (timing
 // costs about as much as an in-memory decision). snap reads the CPU
-// counters at the window's ends. Limiters are visited round-robin, each
-// caller starting at its own offset. With pace > 0 the callers are paced,
+// counters at the window's ends. With pace > 0 the callers are paced,
 // offering pace requests per second in all on a fixed schedule (a caller
 // that falls behind calls back to back).
 //
-// Paced, closed (open false: the mixed workload), latency is timed from the
-// call, and a caller more than 100 intervals behind (a stall) drops the
+// Paced and closed (open false; no workload uses it now), latency is timed
+// from the call, and a caller more than 100 intervals behind (a stall) drops the
 // calls it missed. Open (the half-peak workload), latency is timed from each
 // call's scheduled start, so that a call held up behind a slow one counts
 // its wait (no coordinated omission), and the schedule is never dropped.
@@ -122,17 +131,11 @@ const (
 // timer this is exactly the latency from the scheduled start. The
 // uncorrected figure and the timer's lateness are kept too (load.rawHist,
 // load.lagHist). Open requires timeEvery 1.
-// openTimes accounts one call of an open loop, scheduled at sched, started
-// at t0 and ended at t1, after a queue of this caller's calls that ended at
-// queueEnd: its latency (its end in the queue the schedule makes, less
-// sched), the uncorrected one (t1 less sched), the timer's lateness (t0 less
-// sched), and the queue's new end.
-func openTimes(sched, t0, t1, queueEnd time.Time) (lat, raw, lag time.Duration, end time.Time) {
-	end = later(sched, queueEnd).Add(t1.Sub(t0))
-	return end.Sub(sched), t1.Sub(sched), t0.Sub(sched), end
-}
-
-func runLoad(ctx context.Context, t *target, callers int, pace float64, open bool, warmup, dur time.Duration, timeEvery int, snap func() snapshot) (load, error) {
+//
+// seq, when not empty, is the order in which the limiters are asked (a
+// uniform or Zipf draw, made before): each caller walks it from its own
+// offset, round and round; empty, every call asks limiter 0.
+func runLoad(ctx context.Context, t *target, callers int, seq []int32, pace float64, open bool, warmup, dur time.Duration, timeEvery int, snap func() snapshot) (load, error) {
 	if open && (pace <= 0 || timeEvery != 1) {
 		return load{}, errors.New("an open loop is paced and times every call")
 	}
@@ -148,9 +151,8 @@ func runLoad(ctx context.Context, t *target, callers int, pace float64, open boo
 		}
 		workers[g] = w
 		wg.Add(1)
-		go func(g, start int) {
+		go func(g, pos int) {
 			defer wg.Done()
-			i := start
 			var interval time.Duration
 			var next, queueEnd time.Time // queueEnd: open loop, see above
 			if pace > 0 {
@@ -174,6 +176,13 @@ func runLoad(ctx context.Context, t *target, callers int, pace float64, open boo
 				var t0 time.Time
 				if timed {
 					t0 = time.Now()
+				}
+				i := 0
+				if len(seq) > 0 {
+					i = int(seq[pos])
+					if pos++; pos == len(seq) {
+						pos = 0
+					}
 				}
 				ok, err := t.call(cctx, i)
 				var d, raw, lag time.Duration
@@ -206,11 +215,8 @@ func runLoad(ctx context.Context, t *target, callers int, pace float64, open boo
 						}
 					}
 				}
-				if i++; i == t.n {
-					i = 0
-				}
 			}
-		}(g, g*t.n/callers)
+		}(g, g*len(seq)/callers)
 	}
 	// stop ends the run; calls stuck on a dead server are cancelled after
 	// a grace period.

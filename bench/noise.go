@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 )
@@ -17,27 +18,55 @@ import (
 // every Linux architecture Go supports.
 const clockTicks = 100
 
-// snapshot is the CPU time used so far, in seconds.
+// snapshot is the counters at one end of a measured window: CPU time used
+// so far in seconds, Redis's commands, this process's allocations, and the
+// machine's load average.
 type snapshot struct {
-	redis   float64
-	redisOK bool
-	busy    float64 // the whole machine
-	self    float64 // this process
-	procOK  bool
+	redis     float64           // Redis's CPU, user + system (INFO cpu)
+	redisCmds map[string]uint64 // calls per command (INFO commandstats), INFO itself left out
+	redisOK   bool
+	busy      float64 // the whole machine (/proc/stat)
+	self      float64 // this process (/proc/self/stat)
+	procOK    bool
+	rusage    float64 // this process, user + system (getrusage)
+	rusageOK  bool
+	mallocs   uint64  // runtime.MemStats.Mallocs
+	load1     float64 // /proc/loadavg, the one-minute average
+	loadOK    bool
 }
 
-// snap reads the CPU counters; Redis's when the benchmark uses one.
+// snap reads the counters; Redis's when the benchmark uses one.
 func (e *env) snap(ctx context.Context) snapshot {
 	var s snapshot
 	if e.admin != nil {
-		if v, err := redisCPU(ctx, e.admin); err == nil {
-			s.redis, s.redisOK = v, true
+		if cpu, cmds, err := redisCounters(ctx, e.admin); err == nil {
+			s.redis, s.redisCmds, s.redisOK = cpu, cmds, true
 		}
 	}
 	busy, ok1 := machineBusy()
 	self, ok2 := selfCPU()
 	s.busy, s.self, s.procOK = busy, self, ok1 && ok2
+	s.rusage, s.rusageOK = processCPU()
+	s.load1, s.loadOK = loadAverage()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	s.mallocs = ms.Mallocs
 	return s
+}
+
+// loadAverage is the machine's one-minute load average (/proc/loadavg):
+// runnable and uninterruptible tasks, averaged.
+func loadAverage() (float64, bool) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	return v, err == nil
 }
 
 // otherCPUs is the CPUs used by other processes between a and b, over

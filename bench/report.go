@@ -7,145 +7,323 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
-	"text/tabwriter"
 )
 
-// result is one cell: a system under a workload with a number of callers.
-type result struct {
-	System   string `json:"system"`
-	Store    string `json:"store"`
-	Workload string `json:"workload"`
-	Callers  int    `json:"callers"`
-	Limiters int    `json:"limiters"`
-	Limit    string `json:"limit"`
-	// OfferedPerSec is the paced load offered (mixed on Redis, half-peak);
-	// 0: the callers called as fast as they could. OfferedKept (paced
-	// cells only): decisions/s reached offeredKeptAt of it; AchievedFraction
-	// is decisions/s / offered.
+// measurement is one system measured once: one round of one cell. Figures
+// a measurement does not have (Redis's in memory, latency without a timed
+// call) are NaN, null in the JSON.
+type measurement struct {
+	System   string  `json:"system"`
+	Round    int     `json:"round"`    // from 1
+	Position int     `json:"position"` // its place in the round, from 1
+	Seconds  float64 `json:"seconds"`  // the measured window
+	// Decisions are the calls completed in the measured window, granted or
+	// refused (errors are counted apart).
+	Decisions       uint64  `json:"decisions"`
+	Granted         uint64  `json:"granted"`
+	Refused         uint64  `json:"refused"`
+	GrantedFraction float64 `json:"granted_fraction"`
+	DecisionsPerSec float64 `json:"decisions_per_sec"`
+	// OfferedPerSec is half-peak's paced load (0: a closed loop);
+	// AchievedFraction is decisions/s over it.
 	OfferedPerSec    float64 `json:"offered_per_sec,omitempty"`
-	OfferedKept      *bool   `json:"offered_kept,omitempty"`
 	AchievedFraction float64 `json:"achieved_fraction,omitempty"`
-	Seconds          float64 `json:"seconds"`
-	Decisions        uint64  `json:"decisions"`
-	Granted          uint64  `json:"granted"`
-	Refused          uint64  `json:"refused"`
-	GrantedFraction  float64 `json:"granted_fraction"`
-	DecisionsPerSec  float64 `json:"decisions_per_sec"`
-	// NsPerOp is wall time per decision across all callers (1e9 /
-	// decisions_per_sec), as Go's RunParallel benchmarks report it.
-	NsPerOp        float64 `json:"ns_per_op"`
-	P50Ns          float64 `json:"p50_ns"`
-	P99Ns          float64 `json:"p99_ns"`
-	P999Ns         float64 `json:"p999_ns"`
-	LatencySamples uint64  `json:"latency_samples"`
-	LatencyNote    string  `json:"latency_note,omitempty"`
-	// Open loop (half-peak) only: p99 from the scheduled start as
-	// measured, the load generator's timer lateness included, and the p99
-	// of that lateness (calls whose caller slept until their time; see
-	// runLoad).
-	P99RawNs      float64 `json:"p99_raw_from_schedule_ns,omitempty"`
-	TimerLagP99Ns float64 `json:"timer_lag_p99_ns,omitempty"`
-	// RedisCPUMicros is Redis's CPU time (user + system, INFO cpu) in the
-	// measured window per decision, in µs; null in memory.
-	RedisCPUMicros  *float64 `json:"redis_cpu_us_per_decision"`
-	BytesPerLimiter *float64 `json:"bytes_per_limiter"`
-	BytesWhat       string   `json:"bytes_what,omitempty"`
-	// OtherCPUs is the CPU other processes used during the window, in
-	// CPUs (see noise.go); null when unknown. Attempts counts the
-	// measurements made: a disturbed cell is measured again and the least
-	// disturbed attempt kept.
-	OtherCPUs  *float64 `json:"other_cpus"`
-	Attempts   int      `json:"attempts"`
-	Errors     uint64   `json:"errors"`
-	FirstError string   `json:"first_error,omitempty"`
+	// Latency of one call, from a log-linear histogram (within 3%); in
+	// memory one call in 64 is timed. In half-peak from the call's scheduled
+	// start, the load generator's timer lateness taken out; P99RawNs with
+	// it, TimerLagP99Ns that lateness.
+	P50Ns          nf     `json:"p50_ns"`
+	P99Ns          nf     `json:"p99_ns"`
+	P999Ns         nf     `json:"p999_ns"`
+	LatencySamples uint64 `json:"latency_samples"`
+	P99RawNs       nf     `json:"p99_raw_from_schedule_ns"`
+	TimerLagP99Ns  nf     `json:"timer_lag_p99_ns"`
+	// Per decision: this process's CPU (getrusage, user + system: the load
+	// generator, the client, the garbage collector), Redis's CPU (INFO cpu,
+	// user + system), Redis's commands (INFO commandstats, the commands
+	// scripts run included; RedisCmdsBy per command), and this process's
+	// allocations (runtime.MemStats.Mallocs). CPU in µs.
+	ClientCPUUs       nf                 `json:"client_cpu_us_per_decision"`
+	RedisCPUUs        nf                 `json:"redis_cpu_us_per_decision"`
+	RedisCmds         nf                 `json:"redis_commands_per_decision"`
+	RedisCmdsBy       map[string]float64 `json:"redis_commands_per_decision_by_name,omitempty"`
+	AllocsPerDecision nf                 `json:"allocs_per_decision"`
+	// BytesPerLimiter: MEMORY USAGE of a limiter's keys after the
+	// measurement (Redis, one and keys).
+	BytesPerLimiter nf `json:"bytes_per_limiter"`
+	// The machine's one-minute load average (/proc/loadavg) before and
+	// after the window, and the CPUs other processes used during it
+	// (/proc/stat less this process and Redis; see noise.go).
+	LoadBefore nf     `json:"load_before"`
+	LoadAfter  nf     `json:"load_after"`
+	OtherCPUs  nf     `json:"other_cpus"`
+	Errors     uint64 `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
 }
 
-func (r *result) fill(l *load) {
-	r.Seconds = l.seconds
-	r.Granted, r.Refused, r.Decisions = l.granted, l.refused, l.decisions()
-	r.Errors = l.errors
-	r.FirstError = l.firstErr
-	if r.Decisions > 0 {
-		r.GrantedFraction = float64(r.Granted) / float64(r.Decisions)
-		r.DecisionsPerSec = float64(r.Decisions) / l.seconds
-		r.NsPerOp = 1e9 / r.DecisionsPerSec
+// fill sets m's figures from a run's load; redis: the system is on Redis.
+func (m *measurement) fill(l *load, redis bool, pace float64) {
+	m.Seconds = l.seconds
+	m.Granted, m.Refused, m.Decisions = l.granted, l.refused, l.decisions()
+	m.Errors = l.errors
+	m.FirstError = l.firstErr
+	m.OfferedPerSec = pace
+	d := float64(m.Decisions)
+	if m.Decisions > 0 {
+		m.GrantedFraction = float64(m.Granted) / d
+		m.DecisionsPerSec = d / l.seconds
 	}
-	r.LatencySamples = l.hist.n
+	if pace > 0 {
+		m.AchievedFraction = m.DecisionsPerSec / pace
+	}
+	m.LatencySamples = l.hist.n
 	if l.hist.n > 0 {
-		r.P50Ns, r.P99Ns, r.P999Ns = l.hist.quantile(0.50), l.hist.quantile(0.99), l.hist.quantile(0.999)
+		m.P50Ns, m.P99Ns, m.P999Ns = nf(l.hist.quantile(0.50)), nf(l.hist.quantile(0.99)), nf(l.hist.quantile(0.999))
 	}
 	if l.rawHist.n > 0 {
-		r.P99RawNs = l.rawHist.quantile(0.99)
+		m.P99RawNs = nf(l.rawHist.quantile(0.99))
 	}
 	if l.lagHist.n > 0 {
-		r.TimerLagP99Ns = l.lagHist.quantile(0.99)
+		m.TimerLagP99Ns = nf(l.lagHist.quantile(0.99))
 	}
-	if r.OfferedPerSec > 0 {
-		r.AchievedFraction = r.DecisionsPerSec / r.OfferedPerSec
-		kept := r.AchievedFraction >= offeredKeptAt
-		r.OfferedKept = &kept
+	a, b := l.before, l.after
+	if a.loadOK && b.loadOK {
+		m.LoadBefore, m.LoadAfter = nf(a.load1), nf(b.load1)
 	}
-	if r.Store == onRedis && l.before.redisOK && l.after.redisOK && r.Decisions > 0 {
-		us := (l.after.redis - l.before.redis) / float64(r.Decisions) * 1e6
-		r.RedisCPUMicros = &us
+	if o, ok := otherCPUs(a, b, l.seconds); ok {
+		m.OtherCPUs = nf(o)
 	}
-	if o, ok := otherCPUs(l.before, l.after, l.seconds); ok {
-		r.OtherCPUs = &o
+	if m.Decisions == 0 {
+		return
+	}
+	if a.rusageOK && b.rusageOK {
+		m.ClientCPUUs = nf((b.rusage - a.rusage) / d * 1e6)
+	}
+	m.AllocsPerDecision = nf(float64(b.mallocs-a.mallocs) / d)
+	if redis && a.redisOK && b.redisOK {
+		m.RedisCPUUs = nf((b.redis - a.redis) / d * 1e6)
+		var total uint64
+		m.RedisCmdsBy = map[string]float64{}
+		for name, n := range b.redisCmds {
+			if delta := n - a.redisCmds[name]; n > a.redisCmds[name] {
+				total += delta
+				m.RedisCmdsBy[name] = float64(delta) / d
+			}
+		}
+		m.RedisCmds = nf(float64(total) / d)
 	}
 }
 
-// offeredKeptAt is the share of a paced cell's offered load its decisions/s
+// progress is m's line on stderr.
+func (m *measurement) progress(c *cell) string {
+	s := fmt.Sprintf("%-6s %-12s %4d callers  %-30s %12s/s", c.Store, c.Workload, c.Callers, m.System, thousands(m.DecisionsPerSec))
+	if m.GrantedFraction < 0.99 && m.Decisions > 0 && c.Workload != denied {
+		s += fmt.Sprintf(" (%.1f%% granted)", 100*m.GrantedFraction)
+	}
+	s += fmt.Sprintf("  p99 %s  client %s/dec", dur(float64(m.P99Ns)), micros(float64(m.ClientCPUUs)))
+	if !math.IsNaN(float64(m.RedisCPUUs)) {
+		s += fmt.Sprintf("  Redis %s/dec %.2f cmds/dec", micros(float64(m.RedisCPUUs)), float64(m.RedisCmds))
+	}
+	s += fmt.Sprintf("  %.2f allocs/dec  load %.2f", float64(m.AllocsPerDecision), float64(m.LoadAfter))
+	if m.OfferedPerSec > 0 && m.AchievedFraction < offeredKeptAt {
+		s += fmt.Sprintf("  offered %s/s NOT KEPT (%.0f%%)", thousands(m.OfferedPerSec), 100*m.AchievedFraction)
+	}
+	if m.Errors > 0 {
+		s += fmt.Sprintf("  %d ERRORS (%s)", m.Errors, m.FirstError)
+	}
+	return s
+}
+
+// offeredKeptAt is the share of half-peak's offered load its decisions/s
 // must reach for the load to count as kept (the window's edges cost a call
 // per caller at most).
 const offeredKeptAt = 0.95
 
-// offered prints a paced cell's offered load and whether it was kept.
-func (r *result) offered() string {
-	if r.OfferedPerSec <= 0 {
-		return "-"
-	}
-	s := thousands(r.OfferedPerSec)
-	if r.OfferedKept != nil && !*r.OfferedKept {
-		s += fmt.Sprintf(" NOT KEPT (%.0f%%)", 100*r.AchievedFraction)
-	}
-	return s
+// cell is one workload on one store with one number of callers: its
+// systems measured in turn, Rounds times.
+type cell struct {
+	ID           string  `json:"id"` // store/workload/callers
+	Workload     string  `json:"workload"`
+	Store        string  `json:"store"`
+	Callers      int     `json:"callers"`
+	Limiters     int     `json:"limiters"`
+	Distribution string  `json:"distribution,omitempty"`
+	Rounds       int     `json:"rounds"`
+	DurationSec  float64 `json:"duration_sec"`
+	WarmupSec    float64 `json:"warmup_sec"`
+	// Systems in the order of the tables; Order the order each round
+	// measured them in.
+	Systems      []string      `json:"systems"`
+	Order        [][]string    `json:"order"`
+	Measurements []measurement `json:"measurements"`
+	Summaries    []summary     `json:"summaries"`
+	Ratios       []ratio       `json:"ratios"`
 }
 
-func (r *result) progress() string {
-	s := fmt.Sprintf("%-38s %-9s %4d callers  %12s/s  %5.1f%% granted  p50 %s  p99 %s", r.System, r.Workload, r.Callers,
-		thousands(r.DecisionsPerSec), 100*r.GrantedFraction, dur(r.P50Ns), dur(r.P99Ns))
-	if r.OfferedPerSec > 0 {
-		s += fmt.Sprintf("  (paced: %s/s offered", thousands(r.OfferedPerSec))
-		if r.OfferedKept != nil && !*r.OfferedKept {
-			s += fmt.Sprintf(", NOT KEPT: %.0f%%", 100*r.AchievedFraction)
+func (c *cell) key() string { return fmt.Sprintf("%s/%s/%d", c.Store, c.Workload, c.Callers) }
+
+// summary is one system's figures over a cell's rounds: each the median
+// and range of the rounds' (errors: their sum).
+type summary struct {
+	System            string `json:"system"`
+	DecisionsPerSec   stat   `json:"decisions_per_sec"`
+	GrantedFraction   stat   `json:"granted_fraction"`
+	P50Ns             stat   `json:"p50_ns"`
+	P99Ns             stat   `json:"p99_ns"`
+	ClientCPUUs       stat   `json:"client_cpu_us_per_decision"`
+	RedisCPUUs        stat   `json:"redis_cpu_us_per_decision"`
+	RedisCmds         stat   `json:"redis_commands_per_decision"`
+	AllocsPerDecision stat   `json:"allocs_per_decision"`
+	BytesPerLimiter   stat   `json:"bytes_per_limiter"`
+	LoadBefore        stat   `json:"load_before"`
+	LoadAfter         stat   `json:"load_after"`
+	OtherCPUs         stat   `json:"other_cpus"`
+	// Half-peak: the offered load, and in how many rounds it was kept.
+	OfferedPerSec float64 `json:"offered_per_sec,omitempty"`
+	KeptRounds    int     `json:"offered_kept_rounds,omitempty"`
+	Errors        uint64  `json:"errors"`
+	FirstError    string  `json:"first_error,omitempty"`
+}
+
+// ratio compares a system (redlimit's, memstore's) with a peer in one cell:
+// the metric's ratio system / peer taken within each round, and its median
+// and range over the rounds.
+type ratio struct {
+	System   string `json:"system"`
+	Peer     string `json:"peer"`
+	Metric   string `json:"metric"` // decisions_per_sec, redis_cpu_us_per_decision
+	PerRound []nf   `json:"per_round"`
+	stat
+}
+
+// ratioMetrics are the metrics compared, with how to read them.
+var ratioMetrics = []string{"decisions_per_sec", "redis_cpu_us_per_decision"}
+
+// rounds returns system's figure f per round (NaN where the round had
+// errors or no such figure).
+func (c *cell) rounds(system string, f func(*measurement) float64) []float64 {
+	out := make([]float64, c.Rounds)
+	for r := range out {
+		out[r] = math.NaN()
+	}
+	for i := range c.Measurements {
+		m := &c.Measurements[i]
+		if m.System == system && m.Round >= 1 && m.Round <= c.Rounds && m.Errors == 0 {
+			out[m.Round-1] = f(m)
 		}
-		s += ")"
 	}
-	if r.OtherCPUs != nil {
-		s += fmt.Sprintf("  other CPU %.2f", *r.OtherCPUs)
+	return out
+}
+
+// summarise fills the cell's summaries and ratios from its measurements.
+func (c *cell) summarise(byName map[string]*system) {
+	c.Summaries, c.Ratios = nil, nil
+	fig := func(system string, f func(*measurement) float64) stat { return summarise(c.rounds(system, f)) }
+	for _, name := range c.Systems {
+		s := summary{System: name}
+		s.DecisionsPerSec = fig(name, func(m *measurement) float64 { return m.DecisionsPerSec })
+		s.GrantedFraction = fig(name, func(m *measurement) float64 { return m.GrantedFraction })
+		s.P50Ns = fig(name, func(m *measurement) float64 { return float64(m.P50Ns) })
+		s.P99Ns = fig(name, func(m *measurement) float64 { return float64(m.P99Ns) })
+		s.ClientCPUUs = fig(name, func(m *measurement) float64 { return float64(m.ClientCPUUs) })
+		s.RedisCPUUs = fig(name, func(m *measurement) float64 { return float64(m.RedisCPUUs) })
+		s.RedisCmds = fig(name, func(m *measurement) float64 { return float64(m.RedisCmds) })
+		s.AllocsPerDecision = fig(name, func(m *measurement) float64 { return float64(m.AllocsPerDecision) })
+		s.BytesPerLimiter = fig(name, func(m *measurement) float64 { return float64(m.BytesPerLimiter) })
+		s.LoadBefore = fig(name, func(m *measurement) float64 { return float64(m.LoadBefore) })
+		s.LoadAfter = fig(name, func(m *measurement) float64 { return float64(m.LoadAfter) })
+		s.OtherCPUs = fig(name, func(m *measurement) float64 { return float64(m.OtherCPUs) })
+		for _, m := range c.Measurements {
+			if m.System != name {
+				continue
+			}
+			s.Errors += m.Errors
+			if s.FirstError == "" {
+				s.FirstError = m.FirstError
+			}
+			if m.OfferedPerSec > 0 {
+				s.OfferedPerSec = m.OfferedPerSec
+				if m.Errors == 0 && m.AchievedFraction >= offeredKeptAt {
+					s.KeptRounds++
+				}
+			}
+		}
+		c.Summaries = append(c.Summaries, s)
 	}
-	if r.Attempts > 1 {
-		s += fmt.Sprintf(" (best of %d)", r.Attempts)
+	if c.Workload == halfPeak {
+		return // paced: decisions/s is the offered load
 	}
-	if r.Errors > 0 {
-		s += fmt.Sprintf("  %d ERRORS (%s)", r.Errors, r.FirstError)
+	for _, a := range c.Systems {
+		if sa := byName[a]; sa == nil || sa.Peer {
+			continue
+		}
+		for _, b := range c.Systems {
+			if sb := byName[b]; sb == nil || !sb.Peer {
+				continue
+			}
+			for _, metric := range ratioMetrics {
+				get := metricOf(metric)
+				per := perRoundRatios(c.rounds(a, get), c.rounds(b, get))
+				st := summarise(per)
+				if st.N == 0 {
+					continue
+				}
+				c.Ratios = append(c.Ratios, ratio{System: a, Peer: b, Metric: metric, PerRound: nfs(per), stat: st})
+			}
+		}
 	}
-	return s
+}
+
+func metricOf(metric string) func(*measurement) float64 {
+	switch metric {
+	case "decisions_per_sec":
+		return func(m *measurement) float64 { return m.DecisionsPerSec }
+	case "redis_cpu_us_per_decision":
+		return func(m *measurement) float64 { return float64(m.RedisCPUUs) }
+	}
+	panic("bench: unknown metric " + metric)
+}
+
+func (c *cell) summary(system string) *summary {
+	for i := range c.Summaries {
+		if c.Summaries[i].System == system {
+			return &c.Summaries[i]
+		}
+	}
+	return nil
+}
+
+func (c *cell) ratio(system, peer, metric string) *ratio {
+	for i := range c.Ratios {
+		if q := &c.Ratios[i]; q.System == system && q.Peer == peer && q.Metric == metric {
+			return q
+		}
+	}
+	return nil
 }
 
 // settings are the run's.
 type settings struct {
-	DurationSec    float64  `json:"duration_sec"`
-	WarmupSec      float64  `json:"warmup_sec"`
-	Callers        []int    `json:"callers"`
-	Workloads      []string `json:"workloads"`
-	Keys           int      `json:"keys"`
-	Quick          bool     `json:"quick"`
-	MaxOtherCPU    float64  `json:"max_other_cpu"`
-	Retries        int      `json:"retries"`
-	RedissonScript string   `json:"redisson_script,omitempty"`
-	TotalSec       float64  `json:"total_sec"`
+	Rounds            int      `json:"rounds"`
+	DurationSec       float64  `json:"duration_sec"`
+	MemoryDurationSec float64  `json:"memory_duration_sec"`
+	WarmupSec         float64  `json:"warmup_sec"`
+	Callers           []int    `json:"callers"`
+	Workloads         []string `json:"workloads"`
+	Keys              int      `json:"keys"`
+	Zipf              float64  `json:"zipf"`
+	Quick             bool     `json:"quick"`
+	Cells             int      `json:"cells"`
+	Measurements      int      `json:"measurements"`
+	PlannedSec        float64  `json:"planned_sec"`
+	TotalSec          float64  `json:"total_sec"`
+	RedissonScript    string   `json:"redisson_script,omitempty"`
+	GrantedRedis      string   `json:"granted_limit_redis"`
+	GrantedMemory     string   `json:"granted_limit_memory"`
+	DeniedLimit       string   `json:"denied_limit"`
+	ClientOptions     string   `json:"client_options"`
 }
 
 // report is everything the run found.
@@ -154,261 +332,25 @@ type report struct {
 	Args     []string `json:"args"`
 	Settings settings `json:"settings"`
 	Systems  []system `json:"systems"`
-	Results  []result `json:"results"`
-	Ratios   []ratio  `json:"ratios"`
-	// HalfPeak checks issue 6's target, per Redis system (see
-	// halfPeakChecks).
-	HalfPeak []halfPeakCheck `json:"half_peak_p99"`
+	Cells    []cell   `json:"cells"`
 }
 
-// halfPeakTargetNs is issue 6's target: p99 latency at half of peak
-// throughput at most 1 ms on the Redis store.
-const halfPeakTargetNs = 1e6
-
-// halfPeakCheck is a Redis system's half-peak cell at the callers compared
-// (64 when measured) against halfPeakTargetNs.
-type halfPeakCheck struct {
-	System        string  `json:"system"`
-	Callers       int     `json:"callers"`
-	PeakPerSec    float64 `json:"peak_per_sec"` // the granted cell's decisions/s
-	OfferedPerSec float64 `json:"offered_per_sec"`
-	OfferedKept   bool    `json:"offered_kept"`
-	P99Ns         float64 `json:"p99_ns"`
-	TargetNs      float64 `json:"target_ns"`
-	// Met: the offered load was kept, without errors, at a p99 within the
-	// target.
-	Met bool `json:"met"`
-}
-
-// halfPeakChecks lists, per Redis system with a half-peak cell at the
-// compared callers (chartCallers: 64 when measured), its p99 against the
-// target.
-func halfPeakChecks(rep *report) []halfPeakCheck {
-	callers := rep.chartCallers()
-	var out []halfPeakCheck
-	for _, s := range rep.Systems {
-		r := rep.find(s.Name, halfPeak, callers)
-		if s.Store != onRedis || r == nil {
-			continue
-		}
-		c := halfPeakCheck{System: s.Name, Callers: callers, OfferedPerSec: r.OfferedPerSec, P99Ns: r.P99Ns, TargetNs: halfPeakTargetNs}
-		if g := rep.find(s.Name, "granted", callers); g != nil {
-			c.PeakPerSec = g.DecisionsPerSec
-		}
-		c.OfferedKept = r.OfferedKept != nil && *r.OfferedKept
-		c.Met = c.OfferedKept && r.Errors == 0 && r.P99Ns > 0 && r.P99Ns <= halfPeakTargetNs
-		out = append(out, c)
-	}
-	return out
-}
-
-func (rep *report) find(system, workload string, callers int) *result {
-	for i := range rep.Results {
-		r := &rep.Results[i]
-		if r.System == system && r.Workload == workload && r.Callers == callers {
-			return r
+func (rep *report) cell(store, workload string, callers int) *cell {
+	for i := range rep.Cells {
+		if c := &rep.Cells[i]; c.Store == store && c.Workload == workload && c.Callers == callers {
+			return c
 		}
 	}
 	return nil
 }
 
-// throughput is a cell's decisions/s, 0 when it was not measured cleanly.
-func (rep *report) throughput(system, workload string, callers int) float64 {
-	if r := rep.find(system, workload, callers); r != nil && r.Errors == 0 {
-		return r.DecisionsPerSec
-	}
-	return 0
-}
-
-// ratio compares two systems in one cell: A/B of a metric.
-type ratio struct {
-	What     string  `json:"what"`
-	Workload string  `json:"workload"`
-	Callers  int     `json:"callers"`
-	Metric   string  `json:"metric"` // decisions_per_sec, ns_per_op, redis_cpu_us_per_decision, p99_ns
-	A        string  `json:"a"`
-	B        string  `json:"b"`
-	AValue   float64 `json:"a_value"`
-	BValue   float64 `json:"b_value"`
-	Ratio    float64 `json:"ratio"` // a_value / b_value
-}
-
-// ratioCallers is where the Redis systems are compared.
-const ratioCallers = 64
-
-// ratios compares, within the run: redlimit (its best variant, its best
-// plain variant, and the like-for-like algorithm) against redis_rate and
-// Redisson's script at 64 callers, granted and mixed; and memstore against
-// x/time/rate in ns/op for every workload and number of callers.
-func ratios(results []result) []ratio {
-	rep := &report{Results: results}
-	var out []ratio
-	add := func(what, workload string, callers int, metric string, a, b *result) {
-		if a == nil || b == nil || a.Errors > 0 || b.Errors > 0 {
-			return
-		}
-		av, bv := metricOf(a, metric), metricOf(b, metric)
-		if !(av > 0) || !(bv > 0) {
-			return
-		}
-		out = append(out, ratio{What: what, Workload: workload, Callers: callers, Metric: metric, A: a.System, B: b.System, AValue: av, BValue: bv, Ratio: av / bv})
-	}
-	best := func(workload string, plainOnly bool) *result {
-		var b *result
-		for i := range results {
-			r := &results[i]
-			if !strings.HasPrefix(r.System, "redlimit ") || r.Workload != workload || r.Callers != ratioCallers || r.Errors > 0 {
-				continue
-			}
-			if plainOnly && strings.HasSuffix(r.System, "+autopipeline") {
-				continue
-			}
-			// Only variants that did what the workload asks: granted grants
-			// (the leaky bucket grants one TryAcquire per ms at most), mixed
-			// refuses about half.
-			if f := r.GrantedFraction; (workload == "granted" && f < 0.99) || (workload == "mixed" && (f < 0.2 || f > 0.8)) {
-				continue
-			}
-			if b == nil || r.DecisionsPerSec > b.DecisionsPerSec {
-				b = r
-			}
-		}
-		return b
-	}
-	for _, w := range []string{"granted", "mixed"} {
-		rr := rep.find("redis_rate", w, ratioCallers)
-		rs := rep.find("Redisson script", w, ratioCallers)
-		for _, peer := range []*result{rr, rs} {
-			if peer == nil {
-				continue
-			}
-			like := "redlimit token-bucket" // GCRA is a token bucket
-			if peer == rs {
-				like = "redlimit sliding-log" // Redisson's is a sliding log
-			}
-			add("redlimit best variant vs "+peer.System, w, ratioCallers, "decisions_per_sec", best(w, false), peer)
-			add("redlimit best plain (no autopipeline) vs "+peer.System, w, ratioCallers, "decisions_per_sec", best(w, true), peer)
-			add("like for like ("+like+", plain) vs "+peer.System, w, ratioCallers, "decisions_per_sec", rep.find(like, w, ratioCallers), peer)
-			add("like for like ("+like+", plain) vs "+peer.System, w, ratioCallers, "redis_cpu_us_per_decision", rep.find(like, w, ratioCallers), peer)
-			add("like for like ("+like+", plain) vs "+peer.System, w, ratioCallers, "p99_ns", rep.find(like, w, ratioCallers), peer)
+func (rep *report) system(name string) *system {
+	for i := range rep.Systems {
+		if rep.Systems[i].Name == name {
+			return &rep.Systems[i]
 		}
 	}
-	var callers []int
-	for _, r := range results {
-		if r.System == "x/time/rate" && r.Workload == "granted" {
-			callers = append(callers, r.Callers)
-		}
-	}
-	for _, w := range workloadNames {
-		for _, c := range callers {
-			x := rep.find("x/time/rate", w, c)
-			for _, m := range []string{"memstore token-bucket", "memstore sliding-log"} {
-				add(m+" vs x/time/rate", w, c, "ns_per_op", rep.find(m, w, c), x)
-			}
-		}
-	}
-	return out
-}
-
-func metricOf(r *result, metric string) float64 {
-	switch metric {
-	case "decisions_per_sec":
-		return r.DecisionsPerSec
-	case "ns_per_op":
-		return r.NsPerOp
-	case "p99_ns":
-		return r.P99Ns
-	case "redis_cpu_us_per_decision":
-		if r.RedisCPUMicros != nil {
-			return *r.RedisCPUMicros
-		}
-	}
-	return math.NaN()
-}
-
-// writeText prints the table and the ratios.
-func (rep *report) writeText(w io.Writer) error {
-	m := rep.Machine
-	fmt.Fprintf(w, "%s, GOMAXPROCS %d (%d CPUs: %s), %s/%s; Redis %s\n", m.GoVersion, m.GOMAXPROCS, m.NumCPU, m.CPUModel, m.GOOS, m.GOARCH, m.RedisVersion)
-	fmt.Fprintf(w, "%.2gs measured per cell after %.2gs of warm-up; limits: granted %s on Redis, %s in memory; denied %s (used up); keys %d limiters at the granted limit;\n"+
-		"mixed: per %s, in memory half the system's granted throughput (closed loop), on Redis paced at 0.8 x it with a limit of half that (0.4 x);\n"+
-		"half-peak (Redis only): the granted limit, paced open loop at %.1f x the system's granted throughput, latency from each call's scheduled start.\n\n",
-		rep.Settings.DurationSec, rep.Settings.WarmupSec, grantedRedis, grantedMemory, deniedLimit, rep.Settings.Keys, mixedInterval, halfPeakShare)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\tworkload\tcallers\tdecisions/s\toffered/s\tgranted\tp50\tp99\tp99.9\tRedis CPU/decision\tbytes/limiter\tother CPU\terrors\t")
-	for _, r := range rep.Results {
-		cpu, bytes, other := "-", "-", "-"
-		if r.OtherCPUs != nil {
-			other = fmt.Sprintf("%.2f", *r.OtherCPUs)
-		}
-		if r.RedisCPUMicros != nil {
-			cpu = fmt.Sprintf("%.1fµs", *r.RedisCPUMicros)
-		}
-		if r.BytesPerLimiter != nil {
-			bytes = thousands(*r.BytesPerLimiter)
-			if r.Store == inMemory {
-				bytes += " (heap)"
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.System, r.Workload, r.Callers, thousands(r.DecisionsPerSec),
-			r.offered(), 100*r.GrantedFraction, dur(r.P50Ns), dur(r.P99Ns), dur(r.P999Ns), cpu, bytes, other, r.Errors)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	errs := false
-	for _, r := range rep.Results {
-		if r.Errors > 0 {
-			fmt.Fprintf(w, "\nerrors in %s / %s / %d callers: %s", r.System, r.Workload, r.Callers, r.FirstError)
-			errs = true
-		}
-	}
-	if errs {
-		fmt.Fprintln(w)
-	}
-	if err := rep.writeHalfPeak(w); err != nil {
-		return err
-	}
-	if len(rep.Ratios) == 0 {
-		return nil
-	}
-	fmt.Fprint(w, "\nRatios (A / B, within this run):\n")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "comparison\tworkload\tcallers\tmetric\tA\tB\tA/B\t")
-	for _, q := range rep.Ratios {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%.2fx\t\n", strings.Replace(q.What, " vs ", " ("+q.A+") vs ", 1), q.Workload, q.Callers, q.Metric, num(q.AValue), num(q.BValue), q.Ratio)
-	}
-	return tw.Flush()
-}
-
-// writeHalfPeak prints a line per Redis system: its p99 at half of peak
-// against issue 6's target (recomputed from the results, so that
-// --from-json prints it for any run that measured half-peak).
-func (rep *report) writeHalfPeak(w io.Writer) error {
-	checks := halfPeakChecks(rep)
-	if len(checks) == 0 {
-		return nil
-	}
-	fmt.Fprintf(w, "\np99 latency at half of peak throughput (half-peak, %d callers) against the target, %s:\n", checks[0].Callers, dur(halfPeakTargetNs))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "system\tpeak/s (granted)\toffered/s\tp99\tp99 <= %s\tp99 incl. the load generator's lateness\t\n", dur(halfPeakTargetNs))
-	for _, c := range checks {
-		verdict := "met"
-		switch r := rep.find(c.System, halfPeak, c.Callers); {
-		case r.Errors > 0 || !(r.P99Ns > 0):
-			verdict = "NOT MEASURED: errors"
-		case !c.OfferedKept:
-			verdict = "NOT MET: offered load not kept"
-		case !c.Met:
-			verdict = "NOT MET"
-		}
-		r := rep.find(c.System, halfPeak, c.Callers)
-		if f := r.GrantedFraction; r.Errors == 0 && f < 0.99 {
-			verdict += fmt.Sprintf(" (%.1f%% granted)", 100*f)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", c.System, thousands(c.PeakPerSec), r.offered(), dur(c.P99Ns), verdict, dur(r.P99RawNs))
-	}
-	return tw.Flush()
+	return nil
 }
 
 func (rep *report) writeJSON(path string) error {
@@ -425,6 +367,323 @@ func (rep *report) writeSVG(path string) error {
 		return err
 	}
 	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+// workloadTitle names a workload in the report.
+func workloadTitle(w, store string, keys int, dist string) string {
+	where := "on Redis"
+	if store == inMemory {
+		where = "in memory"
+	}
+	switch w {
+	case one:
+		return "one limiter, every request granted, " + where
+	case denied:
+		return "one limiter used up, every request refused, " + where
+	case halfPeak:
+		return "half of peak (paced, open loop, at half each system's own decisions/s on one limiter), " + where
+	}
+	return fmt.Sprintf("%s keys (%s), every request granted, %s", thousands(float64(keys)), dist, where)
+}
+
+// workloadShort names a workload in the headline table.
+func workloadShort(w string, keys int, dist string) string {
+	switch w {
+	case one:
+		return "one limiter"
+	case denied:
+		return "one limiter, refused"
+	}
+	return fmt.Sprintf("%s keys, %s", thousands(float64(keys)), dist)
+}
+
+// writeMarkdown prints the report: the run, the headline ratios, and a
+// table per workload with every system and number of callers.
+func (rep *report) writeMarkdown(w io.Writer) error {
+	var b strings.Builder
+	pf := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	m, st := rep.Machine, rep.Settings
+	pf("## Run\n\n")
+	pf("- machine: %s, GOMAXPROCS %d (%d CPUs: %s), %s/%s, kernel %s, memory %s\n", m.GoVersion, m.GOMAXPROCS, m.NumCPU, m.CPUModel, m.GOOS, m.GOARCH, m.Kernel, m.MemTotal)
+	pf("- Redis: %s (%s)\n", m.RedisVersion, m.RedisServer)
+	mod := "no file modified"
+	if len(m.RedlimitModified) > 0 {
+		mod = "modified: " + strings.Join(m.RedlimitModified, ", ")
+	}
+	pf("- redlimit: commit `%s`, %s; date %s\n", m.RedlimitCommit, mod, m.Date)
+	pf("- command: `go run . %s` (in bench/)\n", strings.Join(st.quoteArgs(rep.Args), " "))
+	pf("- %d rounds; per system and round %gs measured on Redis, %gs in memory, after %gs of warm-up; %d measurements in %d cells, %s (planned about %s)\n",
+		st.Rounds, st.DurationSec, st.MemoryDurationSec, st.WarmupSec, st.Measurements, st.Cells, secs(st.TotalSec), secs(st.PlannedSec))
+	pf("- limits: granted %s on Redis, %s in memory; denied %s, used up first; keys workloads: %s limiters, Zipf s=%g; Redis client: %s\n",
+		st.GrantedRedis, st.GrantedMemory, st.DeniedLimit, thousands(float64(st.Keys)), st.Zipf, st.ClientOptions)
+	pf("- figures: median [min-max] over the rounds; a ratio is taken within each round (system / peer), then its median [min-max]\n\n")
+
+	rep.headline(pf)
+
+	for _, store := range []string{onRedis, inMemory} {
+		for _, wl := range workloadNames {
+			var cells []*cell
+			for i := range rep.Cells {
+				if c := &rep.Cells[i]; c.Store == store && c.Workload == wl {
+					cells = append(cells, c)
+				}
+			}
+			if len(cells) == 0 {
+				continue
+			}
+			rep.workloadTable(pf, cells)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// quoteArgs prints the command line's arguments for a shell.
+func (settings) quoteArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t'\"$|&;<>()*?") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// headline prints the ratios of decisions/s, system over peer, per
+// workload and callers: the one table to read first.
+func (rep *report) headline(pf func(string, ...any)) {
+	var callers []int
+	for _, c := range rep.Cells {
+		if !slices.Contains(callers, c.Callers) {
+			callers = append(callers, c.Callers)
+		}
+	}
+	slices.Sort(callers)
+	type row struct{ store, workload, dist, system, peer string }
+	var rows []row
+	for _, c := range rep.Cells {
+		for _, q := range c.Ratios {
+			r := row{c.Store, c.Workload, c.Distribution, q.System, q.Peer}
+			if q.Metric == "decisions_per_sec" && !slices.Contains(rows, r) {
+				rows = append(rows, r)
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	pf("## Headline: decisions per second, system / peer\n\n")
+	pf("Median [min-max] over the rounds of the ratio within each round; above 1: the first system made more decisions per second.\n\n")
+	pf("| workload | system | peer |")
+	for _, n := range callers {
+		pf(" %d %s |", n, plural(n, "caller"))
+	}
+	pf("\n|---|---|---|%s\n", strings.Repeat("---:|", len(callers)))
+	for _, r := range rows {
+		where := ""
+		if r.store == inMemory {
+			where = " (memory)"
+		}
+		pf("| %s%s | %s | %s |", workloadShort(r.workload, rep.Settings.Keys, r.dist), where, r.system, r.peer)
+		for _, n := range callers {
+			txt := "-"
+			if c := rep.cell(r.store, r.workload, n); c != nil {
+				if q := c.ratio(r.system, r.peer, "decisions_per_sec"); q != nil {
+					txt = ratioText(q.stat)
+				}
+			}
+			pf(" %s |", txt)
+		}
+		pf("\n")
+	}
+	pf("\n")
+}
+
+// workloadTable prints one workload's cells: a row per callers and system.
+func (rep *report) workloadTable(pf func(string, ...any), cells []*cell) {
+	c0 := cells[0]
+	pf("## %s\n\n", workloadTitle(c0.Workload, c0.Store, c0.Limiters, c0.Distribution))
+	var peers []string
+	for _, c := range cells {
+		for _, name := range c.Systems {
+			if s := rep.system(name); s != nil && s.Peer && !slices.Contains(peers, name) {
+				peers = append(peers, name)
+			}
+		}
+	}
+	redis := c0.Store == onRedis
+	half := c0.Workload == halfPeak
+	pf("| callers | system | decisions/s |")
+	if half {
+		pf(" offered/s (kept) |")
+	}
+	for _, p := range peers {
+		if !half {
+			pf(" vs %s |", p)
+		}
+	}
+	pf(" p99 |")
+	if half {
+		pf(" p99 <= 1 ms |")
+	}
+	pf(" client CPU/decision |")
+	if redis {
+		pf(" Redis CPU/decision | Redis commands/decision |")
+	}
+	pf(" allocs/decision |")
+	if redis && !half && c0.Workload != denied {
+		pf(" bytes/limiter |")
+	}
+	pf(" load before → after | errors |\n")
+	pf("|---:|---|")
+	n := 1
+	if half {
+		n++
+	}
+	if !half {
+		n += len(peers)
+	}
+	n++ // p99
+	if half {
+		n++
+	}
+	n++ // client CPU
+	if redis {
+		n += 2
+	}
+	n++ // allocs
+	if redis && !half && c0.Workload != denied {
+		n++
+	}
+	n += 2 // load, errors
+	pf("%s\n", strings.Repeat("---:|", n))
+	for _, c := range cells {
+		for _, name := range c.Systems {
+			s := c.summary(name)
+			if s == nil {
+				continue
+			}
+			pf("| %d | %s | %s |", c.Callers, name, statText(s.DecisionsPerSec, thousands))
+			if half {
+				pf(" %s (%d/%d) |", thousands(s.OfferedPerSec), s.KeptRounds, c.Rounds)
+			}
+			if !half {
+				for _, p := range peers {
+					txt := "-"
+					if q := c.ratio(name, p, "decisions_per_sec"); q != nil {
+						txt = ratioText(q.stat)
+					}
+					pf(" %s |", txt)
+				}
+			}
+			pf(" %s |", statText(s.P99Ns, dur))
+			if half {
+				verdict := "no"
+				switch {
+				case s.Errors > 0:
+					verdict = "errors"
+				case s.KeptRounds < c.Rounds:
+					verdict = "load not kept"
+				case float64(s.P99Ns.Median) <= halfPeakTargetNs:
+					verdict = "yes"
+				}
+				pf(" %s |", verdict)
+			}
+			pf(" %s |", statText(s.ClientCPUUs, micros))
+			if redis {
+				pf(" %s | %s |", statText(s.RedisCPUUs, micros), statText(s.RedisCmds, twoDigits))
+			}
+			pf(" %s |", statText(s.AllocsPerDecision, twoDigits))
+			if redis && !half && c.Workload != denied {
+				pf(" %s |", statText(s.BytesPerLimiter, thousands))
+			}
+			pf(" %s → %s | %d |\n", twoDigits(float64(s.LoadBefore.Median)), twoDigits(float64(s.LoadAfter.Median)), s.Errors)
+		}
+	}
+	var errs []string
+	for _, c := range cells {
+		for _, s := range c.Summaries {
+			if s.Errors > 0 {
+				errs = append(errs, fmt.Sprintf("%d callers, %s: %s", c.Callers, s.System, s.FirstError))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		pf("\nErrors: %s\n", strings.Join(errs, "; "))
+	}
+	if redis && !half && len(peers) > 0 {
+		pf("\nRedis CPU per decision, system / peer (median [min-max] of the per-round ratios; below 1: less Redis CPU per decision):")
+		for _, c := range cells {
+			for _, q := range c.Ratios {
+				if q.Metric == "redis_cpu_us_per_decision" {
+					pf(" %d callers %s / %s %s;", c.Callers, q.System, q.Peer, ratioText(q.stat))
+				}
+			}
+		}
+		pf("\n")
+	}
+	pf("\n")
+}
+
+// halfPeakTargetNs is the latency target at half of peak: p99 at most 1 ms.
+const halfPeakTargetNs = 1e6
+
+// statText prints a stat as "median [min-max]" with f.
+func statText(s stat, f func(float64) string) string {
+	if s.N == 0 {
+		return "-"
+	}
+	if s.N == 1 {
+		return f(float64(s.Median))
+	}
+	return fmt.Sprintf("%s [%s-%s]", f(float64(s.Median)), f(float64(s.Min)), f(float64(s.Max)))
+}
+
+// ratioText prints a ratio's stat as "1.23x [1.10-1.31]".
+func ratioText(s stat) string {
+	if s.N == 0 {
+		return "-"
+	}
+	if s.N == 1 {
+		return fmt.Sprintf("%.2fx", float64(s.Median))
+	}
+	return fmt.Sprintf("%.2fx [%.2f-%.2f]", float64(s.Median), float64(s.Min), float64(s.Max))
+}
+
+func plural(n int, s string) string {
+	if n == 1 {
+		return s
+	}
+	return s + "s"
+}
+
+func twoDigits(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// micros prints µs.
+func micros(us float64) string {
+	switch {
+	case math.IsNaN(us):
+		return "-"
+	case us < 10:
+		return fmt.Sprintf("%.2fµs", us)
+	case us < 100:
+		return fmt.Sprintf("%.1fµs", us)
+	}
+	return fmt.Sprintf("%.0fµs", us)
+}
+
+// secs prints seconds as minutes and seconds.
+func secs(s float64) string {
+	if s < 60 {
+		return fmt.Sprintf("%.0fs", s)
+	}
+	return fmt.Sprintf("%dmin %02.0fs", int(s/60), math.Mod(s, 60))
 }
 
 // thousands prints v rounded, with thousands separators.
@@ -446,14 +705,6 @@ func thousands(v float64) string {
 		return "-" + b.String()
 	}
 	return b.String()
-}
-
-// num prints a ratio's operand.
-func num(v float64) string {
-	if v >= 100 {
-		return thousands(v)
-	}
-	return fmt.Sprintf("%.3g", v)
 }
 
 // dur prints ns as a short duration.

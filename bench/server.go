@@ -55,31 +55,55 @@ func infoField(ctx context.Context, rdb *redis.Client, section, field string) (s
 	return "", fmt.Errorf("INFO %s has no %s", section, field)
 }
 
-// redisCPU is the CPU time the Redis process has used, user and system, in
-// seconds (INFO cpu).
-func redisCPU(ctx context.Context, rdb *redis.Client) (float64, error) {
-	info, err := rdb.Info(ctx, "cpu").Result()
+// redisCounters reads, in one INFO, the CPU time the Redis process has
+// used, user and system, in seconds, and the calls of every command
+// (commandstats; commands that scripts and functions run count too), INFO
+// itself left out.
+func redisCounters(ctx context.Context, rdb *redis.Client) (float64, map[string]uint64, error) {
+	info, err := rdb.Info(ctx, "cpu", "commandstats").Result()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
+	return parseCounters(info)
+}
+
+// parseCounters reads redisCounters' figures from INFO's text.
+func parseCounters(info string) (float64, map[string]uint64, error) {
 	var total float64
 	found := 0
+	cmds := map[string]uint64{}
 	for _, line := range strings.Split(info, "\r\n") {
 		for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
 			if v, ok := strings.CutPrefix(line, f); ok {
 				x, err := strconv.ParseFloat(v, 64)
 				if err != nil {
-					return 0, fmt.Errorf("INFO cpu: %s%s: %w", f, v, err)
+					return 0, nil, fmt.Errorf("INFO cpu: %s%s: %w", f, v, err)
 				}
 				total += x
 				found++
 			}
 		}
+		// cmdstat_evalsha:calls=12,usec=...
+		if rest, ok := strings.CutPrefix(line, "cmdstat_"); ok {
+			name, fields, _ := strings.Cut(rest, ":")
+			if name == "info" {
+				continue
+			}
+			for _, kv := range strings.Split(fields, ",") {
+				if v, ok := strings.CutPrefix(kv, "calls="); ok {
+					n, err := strconv.ParseUint(v, 10, 64)
+					if err != nil {
+						return 0, nil, fmt.Errorf("INFO commandstats: %s: %w", line, err)
+					}
+					cmds[name] = n
+				}
+			}
+		}
 	}
 	if found != 2 {
-		return 0, fmt.Errorf("INFO cpu has no used_cpu_sys and used_cpu_user")
+		return 0, nil, fmt.Errorf("INFO cpu has no used_cpu_sys and used_cpu_user")
 	}
-	return total, nil
+	return total, cmds, nil
 }
 
 // memoryUsage sums MEMORY USAGE (every element counted: SAMPLES 0) of keys;

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+	"github.com/sethvargo/go-limiter/memorystore"
 	"golang.org/x/time/rate"
 
 	"github.com/redlimit/redlimit"
@@ -33,8 +34,8 @@ type limit struct {
 
 func (l limit) String() string { return fmt.Sprintf("%d per %s", l.Rate, l.Interval) }
 
-// target is one system prepared for one cell: n limiters, and how to ask
-// limiter i for one permit.
+// target is one system prepared for one measurement: n limiters, and how
+// to ask limiter i for one permit.
 type target struct {
 	n    int
 	call func(ctx context.Context, i int) (granted bool, err error)
@@ -47,44 +48,59 @@ type target struct {
 type system struct {
 	Name         string `json:"name"`
 	Store        string `json:"store"`  // onRedis or inMemory
-	Family       string `json:"family"` // redlimit, redis_rate, redisson, memstore, x/time/rate
+	Family       string `json:"family"` // redlimit, redis_rate, redisson, memstore, x/time/rate, go-limiter
 	Algorithm    string `json:"algorithm"`
 	AutoPipeline bool   `json:"autopipeline,omitempty"`
-	Note         string `json:"note,omitempty"`
-	// prepare builds n limiters of limit l for callers concurrent callers.
-	prepare func(ctx context.Context, e *env, l limit, n, callers int) (*target, error)
+	// Peer: a system redlimit is compared with (ratios are redlimit's or
+	// memstore's decisions/s over a peer's in the same cell and round).
+	Peer bool   `json:"peer"`
+	Note string `json:"note,omitempty"`
+	// prepare builds the limiters of p.
+	prepare func(ctx context.Context, e *env, p prep) (*target, error)
 }
 
-// systems lists every system, in the order of the table.
+// prep is what a system is prepared for: limiters named names (under the
+// system's own key prefix on Redis), each of limit l, for callers
+// concurrent callers.
+type prep struct {
+	l       limit
+	names   []string
+	callers int
+	prefix  string // on Redis: the system's own, so that systems never share a key
+}
+
+// systems lists every system, in the order of the tables.
 func systems() []*system {
 	var out []*system
-	for _, alg := range redlimit.Algorithms {
-		for _, auto := range []bool{false, true} {
+	for _, auto := range []bool{false, true} {
+		for _, alg := range redlimit.Algorithms {
 			s := &system{Name: "redlimit " + string(alg), Store: onRedis, Family: "redlimit", Algorithm: string(alg), AutoPipeline: auto}
 			if auto {
 				s.Name += " +autopipeline"
 			}
-			s.prepare = func(ctx context.Context, e *env, l limit, n, callers int) (*target, error) {
-				return prepareRedlimitRedis(ctx, e, alg, auto, l, n, callers)
+			s.prepare = func(ctx context.Context, e *env, p prep) (*target, error) {
+				return prepareRedlimitRedis(ctx, e, alg, auto, p)
 			}
 			out = append(out, s)
 		}
 	}
 	out = append(out,
-		&system{Name: "redis_rate", Store: onRedis, Family: "redis_rate", Algorithm: "GCRA",
+		&system{Name: "redis_rate", Store: onRedis, Family: "redis_rate", Algorithm: "GCRA", Peer: true,
 			Note: "github.com/go-redis/redis_rate/v10: Limiter.Allow, one EVALSHA per call", prepare: prepareRedisRate},
-		&system{Name: "Redisson script", Store: onRedis, Family: "redisson", Algorithm: "sliding-log (ZSET)",
-			Note: "Redisson's tryAcquire script from seed 001, driven as RedissonRateLimiter does (trySetRate once per limiter, then EVALSHA per call)", prepare: prepareRedisson},
+		&system{Name: "Redisson script", Store: onRedis, Family: "redisson", Algorithm: "sliding-log (ZSET)", Peer: true,
+			Note: "Redisson's tryAcquire script, driven as RedissonRateLimiter does (trySetRate once per limiter, then EVALSHA per call)", prepare: prepareRedisson},
 		&system{Name: "memstore token-bucket", Store: inMemory, Family: "memstore", Algorithm: string(redlimit.TokenBucket),
-			prepare: func(ctx context.Context, e *env, l limit, n, callers int) (*target, error) {
-				return prepareMemstore(e, redlimit.TokenBucket, l, n)
+			prepare: func(ctx context.Context, e *env, p prep) (*target, error) {
+				return prepareMemstore(redlimit.TokenBucket, p)
 			}},
 		&system{Name: "memstore sliding-log", Store: inMemory, Family: "memstore", Algorithm: string(redlimit.SlidingLog),
-			prepare: func(ctx context.Context, e *env, l limit, n, callers int) (*target, error) {
-				return prepareMemstore(e, redlimit.SlidingLog, l, n)
+			prepare: func(ctx context.Context, e *env, p prep) (*target, error) {
+				return prepareMemstore(redlimit.SlidingLog, p)
 			}},
-		&system{Name: "x/time/rate", Store: inMemory, Family: "x/time/rate", Algorithm: "token-bucket",
-			Note: "golang.org/x/time/rate: one *rate.Limiter; many keys: a map[string]*rate.Limiter under a sync.Mutex, filled on first use", prepare: prepareXRate},
+		&system{Name: "x/time/rate", Store: inMemory, Family: "x/time/rate", Algorithm: "token-bucket", Peer: true,
+			Note: "golang.org/x/time/rate: one *rate.Limiter; many keys: a sync.Map of them, one per key, made on first use (LoadOrStore)", prepare: prepareXRate},
+		&system{Name: "go-limiter", Store: inMemory, Family: "go-limiter", Algorithm: "token-bucket", Peer: true,
+			Note: "github.com/sethvargo/go-limiter/memorystore: Store.Take(ctx, key), one store holding every key", prepare: prepareGoLimiter},
 	)
 	return out
 }
@@ -93,37 +109,61 @@ func systems() []*system {
 type env struct {
 	base     *redis.Options // the Redis clients' options, PoolSize aside
 	admin    *redis.Client  // INFO, MEMORY USAGE, clean-up
-	own      bool           // the benchmark started the server: FLUSHALL is fine
+	own      bool           // the benchmark started the server
 	prefix   string         // every key the benchmark writes starts with it
-	names    []string       // the limiters' names in the keys workload
+	names    []string       // the limiters' names in the keys workloads
 	redisson *redissonScripts
 	clientID string // the Redisson client's id (PER_CLIENT keys)
+	// preset records the limiters whose config has been stored once (by
+	// system prefix and first name): configs persist, so once per run.
+	preset map[string]bool
 }
 
-// client returns a Redis client for callers concurrent callers: a
-// connection each (go-redis's default pool is 10 x GOMAXPROCS).
+// client returns a Redis client for callers concurrent callers, with the
+// options every system shares: a pool of exactly one connection per caller,
+// no retries (a retried script could grant twice), context deadlines
+// honoured.
 func (e *env) client(callers int) *redis.Client {
 	o := *e.base
-	o.PoolSize = max(callers, 10)
+	o.PoolSize = callers
+	o.MaxRetries = -1
+	o.ContextTimeoutEnabled = true
 	return redis.NewClient(&o)
 }
 
-// name is limiter i's name among n.
-func (e *env) name(i, n int) string {
-	if n == 1 {
-		return "one"
+// systemPrefix is the key prefix of system name: the run's prefix and the
+// name with anything but letters and digits made '-'.
+func (e *env) systemPrefix(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			b[i] = '-'
+		}
 	}
-	return e.names[i]
+	return e.prefix + string(b) + ":"
 }
 
-func prepareRedlimitRedis(ctx context.Context, e *env, alg redlimit.Algorithm, auto bool, l limit, n, callers int) (*target, error) {
-	if n > 1 {
-		if err := presetConfigs(ctx, e, alg, l, n); err != nil {
+// once reports whether key is new (and records it).
+func (e *env) once(key string) bool {
+	if e.preset == nil {
+		e.preset = map[string]bool{}
+	}
+	if e.preset[key] {
+		return false
+	}
+	e.preset[key] = true
+	return true
+}
+
+func prepareRedlimitRedis(ctx context.Context, e *env, alg redlimit.Algorithm, auto bool, p prep) (*target, error) {
+	n := len(p.names)
+	if n > 1 && e.once(p.prefix+p.names[0]) {
+		if err := presetConfigs(ctx, e, alg, p); err != nil {
 			return nil, err
 		}
 	}
-	rdb := e.client(callers)
-	opts := []redisstore.Option{redisstore.WithPrefix(e.prefix)}
+	rdb := e.client(p.callers)
+	opts := []redisstore.Option{redisstore.WithPrefix(p.prefix)}
 	if auto {
 		opts = append(opts, redisstore.WithAutoPipeline())
 	}
@@ -132,7 +172,7 @@ func prepareRedlimitRedis(ctx context.Context, e *env, alg redlimit.Algorithm, a
 		rdb.Close()
 		return nil, err
 	}
-	ls, err := newLimiters(store, alg, l, n, e)
+	ls, err := newLimiters(store, alg, p)
 	if err != nil {
 		rdb.Close()
 		return nil, err
@@ -147,46 +187,48 @@ func prepareRedlimitRedis(ctx context.Context, e *env, alg redlimit.Algorithm, a
 			// redisstore's key layout: PREFIX{name} (config and Overall
 			// state) and PREFIX{name}:log (the sliding log's list); the
 			// names here need no escaping.
-			base := e.prefix + "{" + e.name(i, n) + "}"
+			base := p.prefix + "{" + p.names[i] + "}"
 			return []string{base, base + ":log"}
 		},
 		close: func() { rdb.Close() },
 	}, nil
 }
 
-// newLimiters makes n limiters of l under alg on store. Each passes its
-// config along with every call (WithConfig), so the first call creates it.
-func newLimiters(store redlimit.Store, alg redlimit.Algorithm, l limit, n int, e *env) ([]*redlimit.Limiter, error) {
-	cfg := redlimit.Config{Algorithm: alg, Rate: l.Rate, Interval: l.Interval}
-	ls := make([]*redlimit.Limiter, n)
+// newLimiters makes p's limiters under alg on store. Each passes its config
+// along with every call (WithConfig), so the first call creates it.
+func newLimiters(store redlimit.Store, alg redlimit.Algorithm, p prep) ([]*redlimit.Limiter, error) {
+	cfg := redlimit.Config{Algorithm: alg, Rate: p.l.Rate, Interval: p.l.Interval}
+	ls := make([]*redlimit.Limiter, len(p.names))
 	for i := range ls {
 		var err error
-		if ls[i], err = redlimit.New(store, e.name(i, n), redlimit.WithConfig(cfg)); err != nil {
+		if ls[i], err = redlimit.New(store, p.names[i], redlimit.WithConfig(cfg)); err != nil {
 			return nil, err
 		}
 	}
 	return ls, nil
 }
 
-// presetConfigs stores the config of n limiters (TrySetRate), as Redisson's
-// limiters get theirs before use: in the keys workload every limiter then
-// exists, as it would in a service that has run a while (a config persists;
-// the state expires once idle for an interval). Auto-pipelined, from many
-// goroutines, outside the measurement.
-func presetConfigs(ctx context.Context, e *env, alg redlimit.Algorithm, l limit, n int) error {
+// presetConfigs stores the config of p's limiters (TrySetRate), as
+// Redisson's limiters get theirs before use: in the keys workloads every
+// limiter then exists, as it would in a service that has run a while (a
+// config persists; the state expires once idle for an interval).
+// Auto-pipelined, from many goroutines, once per run, outside any
+// measurement.
+func presetConfigs(ctx context.Context, e *env, alg redlimit.Algorithm, p prep) error {
+	n := len(p.names)
 	rdb := e.client(64)
 	defer rdb.Close()
-	store, err := redisstore.New(rdb, redisstore.WithPrefix(e.prefix), redisstore.WithAutoPipeline())
+	store, err := redisstore.New(rdb, redisstore.WithPrefix(p.prefix), redisstore.WithAutoPipeline())
 	if err != nil {
 		return err
 	}
-	cfg := redlimit.Config{Algorithm: alg, Rate: l.Rate, Interval: l.Interval}
+	cfg := redlimit.Config{Algorithm: alg, Rate: p.l.Rate, Interval: p.l.Interval}
 	const workers = 256
 	errs := make(chan error, workers)
 	for w := range workers {
 		go func() {
 			for i := w; i < n; i += workers {
-				l, err := redlimit.New(store, e.name(i, n))
+				l, err := redlimit.New(store, p.names[i])
 				if err == nil {
 					_, err = l.TrySetRate(ctx, cfg)
 				}
@@ -207,37 +249,46 @@ func presetConfigs(ctx context.Context, e *env, alg redlimit.Algorithm, l limit,
 	return first
 }
 
-func prepareRedisRate(ctx context.Context, e *env, l limit, n, callers int) (*target, error) {
-	rdb := e.client(callers)
+func prepareRedisRate(ctx context.Context, e *env, p prep) (*target, error) {
+	rdb := e.client(p.callers)
 	lim := redis_rate.NewLimiter(rdb)
-	rl := redis_rate.Limit{Rate: int(l.Rate), Burst: int(l.Rate), Period: l.Interval}
+	rl := redis_rate.Limit{Rate: int(p.l.Rate), Burst: int(p.l.Rate), Period: p.l.Interval}
+	keys := make([]string, len(p.names))
+	for i, name := range p.names {
+		keys[i] = p.prefix + name
+	}
 	return &target{
-		n: n,
+		n: len(keys),
 		call: func(ctx context.Context, i int) (bool, error) {
-			r, err := lim.Allow(ctx, e.prefix+e.name(i, n), rl)
+			r, err := lim.Allow(ctx, keys[i], rl)
 			if err != nil {
 				return false, err
 			}
 			return r.Allowed > 0, nil
 		},
-		redisKeys: func(i int) []string { return []string{"rate:" + e.prefix + e.name(i, n)} },
+		redisKeys: func(i int) []string { return []string{"rate:" + keys[i]} },
 		close:     func() { rdb.Close() },
 	}, nil
 }
 
-func prepareRedisson(ctx context.Context, e *env, l limit, n, callers int) (*target, error) {
+func prepareRedisson(ctx context.Context, e *env, p prep) (*target, error) {
 	if e.redisson == nil {
 		return nil, errors.New("the Redisson script is not loaded")
 	}
-	rdb := e.client(callers)
-	name := func(i int) string { return e.prefix + "redisson:" + e.name(i, n) }
+	n, l := len(p.names), p.l
+	rdb := e.client(p.callers)
+	name := func(i int) string { return p.prefix + p.names[i] }
 	keys := make([][]string, n)
 	for i := range keys {
 		keys[i] = redissonKeys(name(i), e.clientID)
 	}
 	// trySetRate(OVERALL, rate, interval): once per limiter, before use, as
-	// an application does; pipelined, outside the measurement.
+	// an application does (and once per run: the config persists);
+	// pipelined, outside the measurement.
 	interval := l.Interval.Milliseconds()
+	if !e.once(p.prefix + p.names[0]) {
+		n = 0
+	}
 	for lo := 0; lo < n; lo += 1000 {
 		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i := lo; i < min(lo+1000, n); i++ {
@@ -252,7 +303,7 @@ func prepareRedisson(ctx context.Context, e *env, l limit, n, callers int) (*tar
 	}
 	script := e.redisson.tryAcquire
 	return &target{
-		n: n,
+		n: len(keys),
 		call: func(ctx context.Context, i int) (bool, error) {
 			// ARGV: permits, System.currentTimeMillis(),
 			// ThreadLocalRandom.nextLong() (LongCodec: decimal text).
@@ -263,13 +314,13 @@ func prepareRedisson(ctx context.Context, e *env, l limit, n, callers int) (*tar
 	}, nil
 }
 
-func prepareMemstore(e *env, alg redlimit.Algorithm, l limit, n int) (*target, error) {
-	ls, err := newLimiters(memstore.New(), alg, l, n, e)
+func prepareMemstore(alg redlimit.Algorithm, p prep) (*target, error) {
+	ls, err := newLimiters(memstore.New(), alg, p)
 	if err != nil {
 		return nil, err
 	}
 	return &target{
-		n: n,
+		n: len(ls),
 		call: func(ctx context.Context, i int) (bool, error) {
 			r, err := ls[i].TryAcquire(ctx, 1)
 			return r.Allowed, err
@@ -278,28 +329,45 @@ func prepareMemstore(e *env, alg redlimit.Algorithm, l limit, n int) (*target, e
 	}, nil
 }
 
-func prepareXRate(ctx context.Context, e *env, l limit, n, callers int) (*target, error) {
-	per := rate.Limit(float64(l.Rate) / l.Interval.Seconds())
-	burst := int(l.Rate)
-	if n == 1 {
+// prepareXRate is x/time/rate as a user of it would write it: one
+// *rate.Limiter, or for many keys a sync.Map of them, one per key, made on
+// first use.
+func prepareXRate(ctx context.Context, e *env, p prep) (*target, error) {
+	per := rate.Limit(float64(p.l.Rate) / p.l.Interval.Seconds())
+	burst := int(p.l.Rate)
+	if len(p.names) == 1 {
 		lim := rate.NewLimiter(per, burst)
 		return &target{n: 1, call: func(context.Context, int) (bool, error) { return lim.Allow(), nil }, close: func() {}}, nil
 	}
-	var mu sync.Mutex
-	m := map[string]*rate.Limiter{}
+	var m sync.Map // key -> *rate.Limiter
 	return &target{
-		n: n,
+		n: len(p.names),
 		call: func(_ context.Context, i int) (bool, error) {
-			name := e.names[i]
-			mu.Lock()
-			lim := m[name]
-			if lim == nil {
-				lim = rate.NewLimiter(per, burst)
-				m[name] = lim
+			name := p.names[i]
+			v, ok := m.Load(name)
+			if !ok {
+				v, _ = m.LoadOrStore(name, rate.NewLimiter(per, burst))
 			}
-			mu.Unlock()
-			return lim.Allow(), nil
+			return v.(*rate.Limiter).Allow(), nil
 		},
 		close: func() {},
+	}, nil
+}
+
+// prepareGoLimiter is sethvargo/go-limiter's memory store: one store for
+// every key, Take per decision (its sweeper left at the default, hours
+// away).
+func prepareGoLimiter(ctx context.Context, e *env, p prep) (*target, error) {
+	st, err := memorystore.New(&memorystore.Config{Tokens: uint64(p.l.Rate), Interval: p.l.Interval})
+	if err != nil {
+		return nil, err
+	}
+	return &target{
+		n: len(p.names),
+		call: func(ctx context.Context, i int) (bool, error) {
+			_, _, _, ok, err := st.Take(ctx, p.names[i])
+			return ok, err
+		},
+		close: func() { _ = st.Close(context.Background()) },
 	}, nil
 }

@@ -514,96 +514,91 @@ func (rep *report) workloadTable(pf func(string, ...any), cells []*cell) {
 	}
 	redis := c0.Store == onRedis
 	half := c0.Workload == halfPeak
-	pf("| callers | system | decisions/s |")
-	if half {
-		pf(" offered/s (kept) |")
+	type column struct {
+		head  string
+		value func(c *cell, s *summary) string
 	}
-	for _, p := range peers {
-		if !half {
-			pf(" vs %s |", p)
+	ratioCol := func(head, peer, metric string) column {
+		return column{head, func(c *cell, s *summary) string {
+			if q := c.ratio(s.System, peer, metric); q != nil {
+				return ratioText(q.stat)
+			}
+			return "-"
+		}}
+	}
+	cols := []column{
+		{"callers", func(c *cell, _ *summary) string { return fmt.Sprint(c.Callers) }},
+		{"system", func(_ *cell, s *summary) string { return s.System }},
+		{"decisions/s", func(_ *cell, s *summary) string { return statText(s.DecisionsPerSec, thousands) }},
+	}
+	if half {
+		cols = append(cols, column{"offered/s (rounds kept)", func(c *cell, s *summary) string {
+			return fmt.Sprintf("%s (%d/%d)", thousands(s.OfferedPerSec), s.KeptRounds, c.Rounds)
+		}})
+	} else {
+		for _, p := range peers {
+			cols = append(cols, ratioCol("vs "+p, p, "decisions_per_sec"))
 		}
 	}
-	pf(" p99 |")
+	cols = append(cols, column{"p99", func(_ *cell, s *summary) string { return statText(s.P99Ns, dur) }})
 	if half {
-		pf(" p99 <= 1 ms |")
+		cols = append(cols, column{"p99 <= 1 ms", func(c *cell, s *summary) string {
+			switch {
+			case s.Errors > 0:
+				return "errors"
+			case s.KeptRounds < c.Rounds:
+				return "load not kept"
+			case float64(s.P99Ns.Median) <= halfPeakTargetNs:
+				return "yes"
+			}
+			return "no"
+		}})
 	}
-	pf(" client CPU/decision |")
+	cols = append(cols, column{"client CPU/decision", func(_ *cell, s *summary) string { return statText(s.ClientCPUUs, micros) }})
 	if redis {
-		pf(" Redis CPU/decision | Redis commands/decision |")
+		cols = append(cols, column{"Redis CPU/decision", func(_ *cell, s *summary) string { return statText(s.RedisCPUUs, micros) }})
+		if !half {
+			for _, p := range peers {
+				cols = append(cols, ratioCol("Redis CPU vs "+p, p, "redis_cpu_us_per_decision"))
+			}
+		}
+		cols = append(cols, column{"Redis commands/decision", func(_ *cell, s *summary) string { return statText(s.RedisCmds, twoDigits) }})
 	}
-	pf(" allocs/decision |")
-	if redis && !half && c0.Workload != denied {
-		pf(" bytes/limiter |")
+	cols = append(cols, column{"allocs/decision", func(_ *cell, s *summary) string { return statText(s.AllocsPerDecision, twoDigits) }})
+	if redis && (c0.Workload == one || isKeys(c0.Workload)) {
+		cols = append(cols, column{"bytes/limiter", func(_ *cell, s *summary) string { return statText(s.BytesPerLimiter, thousands) }})
 	}
-	pf(" load before → after | errors |\n")
-	pf("|---:|---|")
-	n := 1
-	if half {
-		n++
+	cols = append(cols,
+		column{"load before → after", func(_ *cell, s *summary) string {
+			return twoDigits(float64(s.LoadBefore.Median)) + " → " + twoDigits(float64(s.LoadAfter.Median))
+		}},
+		column{"errors", func(_ *cell, s *summary) string { return fmt.Sprint(s.Errors) }},
+	)
+	pf("|")
+	for _, col := range cols {
+		pf(" %s |", col.head)
 	}
-	if !half {
-		n += len(peers)
+	pf("\n|")
+	for _, col := range cols {
+		if col.head == "system" {
+			pf("---|")
+		} else {
+			pf("---:|")
+		}
 	}
-	n++ // p99
-	if half {
-		n++
-	}
-	n++ // client CPU
-	if redis {
-		n += 2
-	}
-	n++ // allocs
-	if redis && !half && c0.Workload != denied {
-		n++
-	}
-	n += 2 // load, errors
-	pf("%s\n", strings.Repeat("---:|", n))
+	pf("\n")
+	var errs []string
 	for _, c := range cells {
 		for _, name := range c.Systems {
 			s := c.summary(name)
 			if s == nil {
 				continue
 			}
-			pf("| %d | %s | %s |", c.Callers, name, statText(s.DecisionsPerSec, thousands))
-			if half {
-				pf(" %s (%d/%d) |", thousands(s.OfferedPerSec), s.KeptRounds, c.Rounds)
+			pf("|")
+			for _, col := range cols {
+				pf(" %s |", col.value(c, s))
 			}
-			if !half {
-				for _, p := range peers {
-					txt := "-"
-					if q := c.ratio(name, p, "decisions_per_sec"); q != nil {
-						txt = ratioText(q.stat)
-					}
-					pf(" %s |", txt)
-				}
-			}
-			pf(" %s |", statText(s.P99Ns, dur))
-			if half {
-				verdict := "no"
-				switch {
-				case s.Errors > 0:
-					verdict = "errors"
-				case s.KeptRounds < c.Rounds:
-					verdict = "load not kept"
-				case float64(s.P99Ns.Median) <= halfPeakTargetNs:
-					verdict = "yes"
-				}
-				pf(" %s |", verdict)
-			}
-			pf(" %s |", statText(s.ClientCPUUs, micros))
-			if redis {
-				pf(" %s | %s |", statText(s.RedisCPUUs, micros), statText(s.RedisCmds, twoDigits))
-			}
-			pf(" %s |", statText(s.AllocsPerDecision, twoDigits))
-			if redis && !half && c.Workload != denied {
-				pf(" %s |", statText(s.BytesPerLimiter, thousands))
-			}
-			pf(" %s → %s | %d |\n", twoDigits(float64(s.LoadBefore.Median)), twoDigits(float64(s.LoadAfter.Median)), s.Errors)
-		}
-	}
-	var errs []string
-	for _, c := range cells {
-		for _, s := range c.Summaries {
+			pf("\n")
 			if s.Errors > 0 {
 				errs = append(errs, fmt.Sprintf("%d callers, %s: %s", c.Callers, s.System, s.FirstError))
 			}
@@ -611,17 +606,6 @@ func (rep *report) workloadTable(pf func(string, ...any), cells []*cell) {
 	}
 	if len(errs) > 0 {
 		pf("\nErrors: %s\n", strings.Join(errs, "; "))
-	}
-	if redis && !half && len(peers) > 0 {
-		pf("\nRedis CPU per decision, system / peer (median [min-max] of the per-round ratios; below 1: less Redis CPU per decision):")
-		for _, c := range cells {
-			for _, q := range c.Ratios {
-				if q.Metric == "redis_cpu_us_per_decision" {
-					pf(" %d callers %s / %s %s;", c.Callers, q.System, q.Peer, ratioText(q.stat))
-				}
-			}
-		}
-		pf("\n")
 	}
 	pf("\n")
 }

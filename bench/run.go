@@ -79,8 +79,9 @@ type cellSpec struct {
 // (redisstore answers an exhausted limiter's refusals alike for every
 // algorithm); memstore against x/time/rate and go-limiter in memory.
 // --quick keeps redlimit's token bucket (redis_rate's like) and sliding log
-// (Redisson's like, the default), and denied and half-peak at the most
-// callers only; --systems filters every cell.
+// (Redisson's like, the default), and measures denied, half-peak and the
+// in-memory keys workloads at the most callers only; --systems filters
+// every cell.
 func buildPlan(o *options, all []*system) []cellSpec {
 	pick := func(store string, keep func(*system) bool) []string {
 		var out []string
@@ -110,8 +111,9 @@ func buildPlan(o *options, all []*system) []cellSpec {
 			return
 		}
 		for _, c := range o.callers {
-			// --quick: refusals and half of peak at the most callers only.
-			if o.quick && (w == denied || w == halfPeak) && c != slices.Max(o.callers) {
+			// --quick: refusals, half of peak and many keys in memory at the
+			// most callers only.
+			if o.quick && (w == denied || w == halfPeak || (store == inMemory && isKeys(w))) && c != slices.Max(o.callers) {
 				continue
 			}
 			plan = append(plan, cellSpec{Workload: w, Store: store, Callers: c, Systems: names, Duration: d})

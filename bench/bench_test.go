@@ -260,7 +260,11 @@ func TestQuickRun(t *testing.T) {
 		t.Fatalf("decoding the JSON: %v", err)
 	}
 	o, _ := parseFlags(args, io.Discard)
-	plan := buildPlan(o, systems())
+	all := systems()
+	if wd, _ := os.Getwd(); !seedsAt(wd) {
+		all = slices.DeleteFunc(all, func(s *system) bool { return s.Family == "redisson" })
+	}
+	plan := buildPlan(o, all)
 	if len(rep.Cells) != len(plan) || rep.Settings.Measurements == 0 || !(rep.Settings.PlannedSec > 0) || !(rep.Settings.TotalSec > 0) {
 		t.Fatalf("%d cells, want %d; settings %+v", len(rep.Cells), len(plan), rep.Settings)
 	}
@@ -355,8 +359,13 @@ func TestQuickRun(t *testing.T) {
 			t.Fatalf("the SVG is not XML: %v", err)
 		}
 	}
-	if !bytes.Contains(svg, []byte("Redisson script")) || !bytes.Contains(svg, []byte("go-limiter")) {
+	if !bytes.Contains(svg, []byte("redis_rate")) || !bytes.Contains(svg, []byte("go-limiter")) {
 		t.Error("the chart lacks systems")
+	}
+	if wd, _ := os.Getwd(); !seedsAt(wd) {
+		t.Logf("no shared/seeds beside the tree: Redisson's script was left out (%s)", rep.Settings.RedissonScript)
+	} else if !bytes.Contains(svg, []byte("Redisson script")) || !strings.Contains(rep.Settings.RedissonScript, seedFile) {
+		t.Errorf("Redisson's script not measured: %q", rep.Settings.RedissonScript)
 	}
 
 	var again bytes.Buffer
@@ -369,6 +378,38 @@ func TestQuickRun(t *testing.T) {
 	}
 	if b, err := os.ReadFile(svg2); err != nil || !bytes.Equal(b, svg) {
 		t.Errorf("--from-json drew another chart (%v)", err)
+	}
+}
+
+func seedsAt(dir string) bool {
+	_, err := findSeeds(dir)
+	return err == nil
+}
+
+// TestWithoutSeeds: away from the source tree (no shared/seeds), the run
+// leaves Redisson's script out, says so, and measures the others.
+func TestWithoutSeeds(t *testing.T) {
+	t.Chdir(t.TempDir())
+	var stdout, stderr bytes.Buffer
+	jsonFile := filepath.Join(t.TempDir(), "r.json")
+	args := []string{"--quick", "--rounds", "1", "--duration", "30ms", "--warmup", "10ms", "--workloads", "one", "--callers", "8", "--json", jsonFile}
+	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var rep report
+	raw, err := os.ReadFile(jsonFile)
+	if err == nil {
+		err = json.Unmarshal(raw, &rep)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "Redisson's script left out") || !strings.HasPrefix(rep.Settings.RedissonScript, "left out: ") {
+		t.Errorf("no note: settings %q, stderr:\n%s", rep.Settings.RedissonScript, stderr.String())
+	}
+	c := rep.cell(onRedis, one, 8)
+	if c == nil || slices.Contains(c.Systems, "Redisson script") || !slices.Contains(c.Systems, "redis_rate") || c.ratio("redlimit token-bucket", "redis_rate", "decisions_per_sec") == nil {
+		t.Errorf("the Redis cell: %+v", c)
 	}
 }
 

@@ -204,6 +204,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return redraw(o, stdout, stderr)
 	}
 	all := systems()
+	// Redisson's script is read from an article kept beside the source
+	// tree, not in it: without it the run goes on without that peer.
+	redissonMissing := ""
+	if wd, err := os.Getwd(); err == nil {
+		if _, err := findSeeds(wd); err != nil {
+			redissonMissing = err.Error()
+			all = slices.DeleteFunc(all, func(s *system) bool { return s.Family == "redisson" })
+			fmt.Fprintf(stderr, "note: Redisson's script left out: %s\n", redissonMissing)
+		}
+	}
 	plan := buildPlan(o, all)
 	if len(plan) == 0 {
 		return usageError{msg: "--systems and --workloads leave nothing to measure"}
@@ -277,6 +287,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if e.redisson != nil {
 		rep.Settings.RedissonScript = e.redisson.from
+	} else if redissonMissing != "" {
+		rep.Settings.RedissonScript = "left out: " + redissonMissing
 	}
 	fmt.Fprintf(stderr, "planned: %d cells, %d measurements (%d rounds): %s of measurement and warm-up, about %s in all with set-up\n",
 		len(plan), est.measurements, o.rounds, est.load.Round(time.Second), est.total().Round(time.Second))

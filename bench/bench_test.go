@@ -387,12 +387,13 @@ func seedsAt(dir string) bool {
 }
 
 // TestWithoutSeeds: away from the source tree (no shared/seeds), the run
-// leaves Redisson's script out, says so, and measures the others.
+// leaves Redisson's script out, says so, and measures the others; over two
+// rounds, in turn (the second round starting one system later).
 func TestWithoutSeeds(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var stdout, stderr bytes.Buffer
 	jsonFile := filepath.Join(t.TempDir(), "r.json")
-	args := []string{"--quick", "--rounds", "1", "--duration", "30ms", "--warmup", "10ms", "--workloads", "one", "--callers", "8", "--json", jsonFile}
+	args := []string{"--quick", "--rounds", "2", "--duration", "30ms", "--memory-duration", "10ms", "--warmup", "10ms", "--workloads", "one", "--callers", "8", "--json", jsonFile}
 	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
@@ -408,8 +409,29 @@ func TestWithoutSeeds(t *testing.T) {
 		t.Errorf("no note: settings %q, stderr:\n%s", rep.Settings.RedissonScript, stderr.String())
 	}
 	c := rep.cell(onRedis, one, 8)
-	if c == nil || slices.Contains(c.Systems, "Redisson script") || !slices.Contains(c.Systems, "redis_rate") || c.ratio("redlimit token-bucket", "redis_rate", "decisions_per_sec") == nil {
-		t.Errorf("the Redis cell: %+v", c)
+	if c == nil || slices.Contains(c.Systems, "Redisson script") || !slices.Contains(c.Systems, "redis_rate") {
+		t.Fatalf("the Redis cell: %+v", c)
+	}
+	want := [][]string{{"redlimit sliding-log", "redlimit token-bucket", "redis_rate"}, {"redlimit token-bucket", "redis_rate", "redlimit sliding-log"}}
+	if !slices.EqualFunc(c.Order, want, slices.Equal) {
+		t.Errorf("rounds measured in the order %q, want %q", c.Order, want)
+	}
+	var got [][2]any
+	for _, m := range c.Measurements {
+		got = append(got, [2]any{m.Round, m.System})
+	}
+	if len(got) != 6 || got[2] != [2]any{1, "redis_rate"} || got[3] != [2]any{2, "redlimit token-bucket"} {
+		t.Errorf("measurements in the order %v", got)
+	}
+	q := c.ratio("redlimit token-bucket", "redis_rate", "decisions_per_sec")
+	if q == nil || q.N != 2 || len(q.PerRound) != 2 {
+		t.Fatalf("ratio %+v", q)
+	}
+	for r := range 2 {
+		a, b := c.rounds("redlimit token-bucket", metricOf("decisions_per_sec")), c.rounds("redis_rate", metricOf("decisions_per_sec"))
+		if float64(q.PerRound[r]) != a[r]/b[r] {
+			t.Errorf("round %d: ratio %v, want %v / %v", r+1, q.PerRound[r], a[r], b[r])
+		}
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/redlimit/redlimit/redissonstore"
 )
 
-// Redisson's RRateLimiter (up to 3.16.x) as seed 001 quotes it: the
+// Redisson's RRateLimiter (up to 3.16.x) as an article on it quotes it: the
 // tryAcquire script Redisson sends with EVALSHA, and the trySetRate script
 // (three HSETNX). The benchmark reads them from the seed at run time, as
 // redissonstore's interop tests do, rather than carrying a copy of its own.

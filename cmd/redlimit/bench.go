@@ -14,7 +14,7 @@ import (
 var benchCmd = &command{
 	name:      "bench",
 	summary:   "measure redlimit beside its peers (runs the source tree's bench/ module)",
-	synopsis:  "[--quick] [--duration 2s] [--callers 1,8,64,256] [--json FILE] [--svg FILE] [--redis URL] ...",
+	synopsis:  "[--quick] [--duration 3s] [--callers 1,8,64,256] [--json FILE] [--svg FILE] [--redis URL] ...",
 	noStore:   true,
 	passFlags: true,
 	run:       cmdBench,

@@ -27,7 +27,7 @@
 //	  redlimit migrate   NAME [--layout current|legacy] [--client ID]...
 //	  redlimit simulate  [--traffic steady|bursty|ramp|on-off] [--rate 10] [--interval 1s] [--duration 10s]
 //	                     [--bucket 100ms] [--seed 1] [--svg FILE]
-//	  redlimit bench     [--quick] [--duration 2s] [--callers 1,8,64,256] [--json FILE] [--svg FILE] [--redis URL] ...
+//	  redlimit bench     [--quick] [--duration 3s] [--callers 1,8,64,256] [--json FILE] [--svg FILE] [--redis URL] ...
 //	  redlimit help      [COMMAND]
 //	  redlimit version   [--json]
 //
@@ -316,7 +316,7 @@
 //
 // # redlimit bench
 //
-//	usage: redlimit bench [--quick] [--duration 2s] [--callers 1,8,64,256] [--json FILE] [--svg FILE] [--redis URL] ...
+//	usage: redlimit bench [--quick] [--duration 3s] [--callers 1,8,64,256] [--json FILE] [--svg FILE] [--redis URL] ...
 //
 //	Runs the benchmark of the source tree (bench/, a Go module of its own) with
 //	"go run . FLAGS" there, found by walking up from the working directory: it

@@ -94,7 +94,9 @@ func ExampleLimiter_Acquire() {
 		if i == 0 {
 			first = r.At
 		}
-		fmt.Printf("sent %d at +%v\n", i, r.At.Sub(first))
+		// Each send waits for its turn: at most one per 50 ms window.
+		apart := time.Duration(i) * 50 * time.Millisecond
+		fmt.Printf("sent %d, at least %v after the first: %v\n", i, apart, r.At.Sub(first) >= apart)
 	}
 	// One report an hour: the second could only be sent after the deadline.
 	reports, _ := redlimit.New(memstore.New(), "reports", redlimit.WithConfig(redlimit.PerInterval(1, time.Hour)))
@@ -107,9 +109,9 @@ func ExampleLimiter_Acquire() {
 	fmt.Println("a timeout:", errors.Is(err, context.DeadlineExceeded))
 	fmt.Println("retry after:", r.RetryAfter.Round(time.Minute))
 	// Output:
-	// sent 0 at +0s
-	// sent 1 at +50ms
-	// sent 2 at +100ms
+	// sent 0, at least 0s after the first: true
+	// sent 1, at least 50ms after the first: true
+	// sent 2, at least 100ms after the first: true
 	// refused: true true
 	// a timeout: false
 	// retry after: 1h0m0s

@@ -267,7 +267,7 @@ func TestRefusalCacheAfterRelease(t *testing.T) {
 	for _, batching := range []bool{true, false} {
 		t.Run(fmt.Sprintf("batching=%v", batching), func(t *testing.T) {
 			proxy := startHoldProxy(t, srv.Addr)
-			rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr})
+			rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: -1})
 			t.Cleanup(func() { _ = rdb.Close() })
 			ctx := context.Background()
 			// A fixed clock: the release hands back exactly the permit
@@ -281,9 +281,11 @@ func TestRefusalCacheAfterRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := redlimit.WithConfig(redlimit.TokenBucketConfig(1, time.Hour, 1))
-			a, _ := redlimit.New(s, "r", cfg, redlimit.WithClientID("a"))
-			b, _ := redlimit.New(s, "r", cfg, redlimit.WithClientID("b"))
+			tb, err := redlimit.TokenBucketConfig(1, time.Hour, 1).Normalize()
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, _ := redlimit.New(s, "r", redlimit.WithConfig(tb), redlimit.WithClientID("a"))
 			if r, err := a.TryAcquire(ctx, 1); err != nil || !r.Allowed {
 				t.Fatalf("first permit: %+v, %v", r, err)
 			}
@@ -299,7 +301,9 @@ func TestRefusalCacheAfterRelease(t *testing.T) {
 				refused <- answer{r, err}
 			}()
 			<-held // Redis refused; the caller has not seen it yet
-			got, err := b.Release(ctx, 1)
+			// Straight to the store, as another client's Release reaches it
+			// (a Limiter releases only what it holds itself).
+			got, err := s.Release(ctx, redlimit.Key{Name: "r", Client: "b"}, tb, 1)
 			proxy.Release()
 			ans := <-refused
 			if err != nil || got != 1 {

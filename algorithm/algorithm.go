@@ -13,6 +13,11 @@ type Limit struct {
 	Burst int64
 	// Capacity is the most permits the leaky bucket's queue holds.
 	Capacity int64
+	// Since is the instant this config took effect (0: unknown, as if
+	// always). The buckets account the time before it at the config their
+	// state was last changed under; the other algorithms keep counts and
+	// need no such instant.
+	Since int64
 }
 
 // Unlimited as a maximum wait lets a request wait as long as it takes.
@@ -50,8 +55,9 @@ type State interface {
 	// Available is what a request could be granted at now; it changes nothing.
 	Available(now int64, lim Limit) int64
 	// Forgotten reports whether the state holds nothing that can change an
-	// answer at now, so a store may drop it.
-	Forgotten(now int64) bool
+	// answer at now under lim, so a store may drop it. A zero lim asks under
+	// the config the state was last changed under (a store that lost it).
+	Forgotten(now int64, lim Limit) bool
 }
 
 // ByExpiry caps a grant instant at the state's expiry: once forgotten the

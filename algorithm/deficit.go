@@ -2,41 +2,96 @@ package algorithm
 
 // Deficit is the state both buckets share: how far the bucket is from
 // full (token bucket) or how much work is queued (leaky bucket), counted in
-// permits x Interval so that refilling Rate per ms stays in integers. It can
-// exceed the bucket's size while reservations are queued.
+// permits x Interval so that refilling Rate per time unit stays in
+// integers. It can exceed the bucket's size while reservations are queued.
+//
+// The deficit remembers the config it was last changed under (Rate, Scale,
+// Burst). A config that took effect later (Limit.Since) applies from that
+// instant on only: up to it the deficit drains as its own config said, as
+// golang.org/x/time/rate's SetLimitAt and SetBurstAt account the past. At
+// the change, tokens carry over (capped at the new burst), while work
+// promised beyond the bucket (reservations still waiting, a leaky bucket's
+// queue) keeps the instant it drains at: no new request is granted before
+// a waiter already promised an instant.
 type Deficit struct {
 	// Owed is permits x Scale still to drain; 0 is a full token bucket or an
 	// empty leaky-bucket queue.
 	Owed int64
-	// Scale is the Interval (ms) Owed is counted in; a config with another
-	// interval rescales it, rounding against the caller.
-	Scale int64
+	// Rate, Scale and Burst are the config Owed is counted in and drains
+	// at: Rate permits per Scale, Burst the token bucket's size (0 for the
+	// leaky bucket). All zero in a fresh state.
+	Rate, Scale, Burst int64
 	// Last is the latest now seen: time never runs backwards.
 	Last int64
-	// Expiry is when Owed has drained to 0 at the rate configured when it
-	// last changed; the state counts as empty from then on.
+	// Expiry is when Owed has drained to 0 at the state's own config; the
+	// state counts as empty from then on unless a config change slowed it.
 	Expiry int64
 }
 
-// Advance moves the deficit to now and returns the effective now.
-func (d *Deficit) Advance(now int64, lim Limit) int64 {
-	now = Later(now, d.Last)
-	if d.Expiry != 0 && now >= d.Expiry {
-		d.Owed = 0
+// sameConfig reports whether the deficit is counted under lim.
+func (d *Deficit) sameConfig(lim Limit) bool {
+	return d.Rate == lim.Rate && d.Scale == lim.Interval && d.Burst == lim.Burst
+}
+
+// drain moves the deficit to t at its own rate.
+func (d *Deficit) drain(t int64) {
+	if elapsed := t - d.Last; elapsed > 0 {
+		if d.Owed > 0 {
+			if elapsed >= CeilDiv(d.Owed, d.Rate) {
+				d.Owed = 0
+			} else {
+				d.Owed -= elapsed * d.Rate
+			}
+		}
+		d.Last = t
 	}
-	if d.Owed > 0 && d.Scale != lim.Interval {
+}
+
+// MaxOwed bounds a deficit re-expressed under a faster config: beyond it
+// (2^53, what Lua numbers hold exactly) the work is counted as MaxOwed.
+const MaxOwed int64 = 1 << 53
+
+// rebase re-expresses the deficit under lim. Tokens the bucket holds carry
+// over, capped at the new burst (missing ones are rescaled, rounded up);
+// work beyond the bucket keeps its drain time, rounded up to the clock's
+// unit, so that it still drains when its waiters were promised.
+func (d *Deficit) rebase(lim Limit) {
+	full := d.Burst * d.Scale
+	if d.Owed > full {
+		t := CeilDiv(d.Owed-full, d.Rate)
+		base := lim.Burst * lim.Interval
+		if t > (MaxOwed-base)/lim.Rate {
+			d.Owed = MaxOwed
+		} else {
+			d.Owed = base + t*lim.Rate
+		}
+	} else {
 		// owed/old*new, rounded up: q whole permits and a remainder.
 		q, r := d.Owed/d.Scale, d.Owed%d.Scale
-		d.Owed = q*lim.Interval + CeilDiv(r*lim.Interval, d.Scale)
+		missing := q*lim.Interval + CeilDiv(r*lim.Interval, d.Scale)
+		d.Owed = max(0, missing+(lim.Burst-d.Burst)*lim.Interval)
 	}
-	d.Scale = lim.Interval
-	if elapsed := now - d.Last; elapsed > 0 {
-		if elapsed >= CeilDiv(d.Owed, lim.Rate) {
-			d.Owed = 0
+	d.Rate, d.Scale, d.Burst = lim.Rate, lim.Interval, lim.Burst
+}
+
+// Advance moves the deficit to now under lim and returns the effective now.
+func (d *Deficit) Advance(now int64, lim Limit) int64 {
+	now = Later(now, d.Last)
+	if d.Scale != 0 && !d.sameConfig(lim) {
+		// Another config: it applies from the instant it took effect.
+		if lim.Since > d.Last {
+			d.drain(min(lim.Since, now))
+		}
+		if d.Owed == 0 {
+			*d = Deficit{Last: d.Last} // full before the change: fresh
 		} else {
-			d.Owed -= elapsed * lim.Rate
+			d.rebase(lim)
 		}
 	}
+	if d.Scale == 0 {
+		d.Rate, d.Scale, d.Burst = lim.Rate, lim.Interval, lim.Burst
+	}
+	d.drain(now)
 	d.Last = now
 	return now
 }
@@ -69,12 +124,25 @@ func (d *Deficit) Settle(lim Limit) {
 		*d = Deficit{}
 		return
 	}
-	d.Expiry = d.Last + CeilDiv(d.Owed, lim.Rate)
+	d.Expiry = d.Last + CeilDiv(d.Owed, d.Rate)
 }
 
-// Forgotten reports whether nothing is owed at now.
-func (d *Deficit) Forgotten(now int64) bool {
-	return d.Owed == 0 || now >= d.Expiry
+// Forgotten reports whether nothing is owed at now, whatever config a
+// later call brings: under the deficit's own config (which drains it up to
+// any change made after now) and under lim (a zero lim: its own only).
+func (d *Deficit) Forgotten(now int64, lim Limit) bool {
+	if d.Owed == 0 {
+		return true
+	}
+	if now < d.Expiry {
+		return false
+	}
+	if lim.Rate == 0 || d.sameConfig(lim) {
+		return true
+	}
+	c := *d
+	c.Advance(now, lim)
+	return c.Owed == 0
 }
 
 // CeilDiv is a/b rounded up, for a >= 0 and b > 0.

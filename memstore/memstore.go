@@ -122,6 +122,7 @@ type limiter struct {
 	// it only to skip validating a known config equal to it.
 	cfg       atomic.Pointer[conf]
 	expiresAt int64 // ms; 0: the config does not expire
+	since     int64 // ms: when cfg took effect (algorithm.Limit.Since)
 	overall   log
 	clients   map[string]*log // PerClient logs; nil while there is none
 	swept     int64           // ms of the last sweep of idle logs
@@ -340,13 +341,30 @@ func (l *limiter) log(c *conf, client string, now int64) *log {
 	return lg
 }
 
+// limit is the config's Limit, with the instant it took effect. l.mu is held.
+func (l *limiter) limit(c *conf) algorithm.Limit {
+	lim := c.lim
+	lim.Since = l.since
+	return lim
+}
+
+// forgotten reports whether lg holds nothing at now: under the stored
+// config if it is lg's, else under lg's own. l.mu is held.
+func (l *limiter) forgotten(lg *log, now int64) bool {
+	var lim algorithm.Limit
+	if c := l.cfg.Load(); c != nil && c.Epoch == lg.epoch {
+		lim = l.limit(c)
+	}
+	return lg.Forgotten(now, lim)
+}
+
 // forget drops the logs that are forgotten at now. l.mu is held.
 func (l *limiter) forget(now int64) {
-	if l.overall.State != nil && l.overall.Forgotten(now) {
+	if l.overall.State != nil && l.forgotten(&l.overall, now) {
 		l.overall = log{}
 	}
 	for id, lg := range l.clients {
-		if lg.State == nil || lg.Forgotten(now) {
+		if lg.State == nil || l.forgotten(lg, now) {
 			delete(l.clients, id)
 		}
 	}
@@ -388,6 +406,7 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	}
 	p, _ := s.intern(c) // c is normalized
 	l.cfg.Store(p)
+	l.since = now
 	s.done(sh, l, now)
 	return c, true, nil
 }
@@ -420,6 +439,7 @@ type call struct {
 	sh  *shard
 	l   *limiter
 	c   *conf
+	lim algorithm.Limit // c's, with the instant it took effect
 	now int64
 }
 
@@ -474,8 +494,9 @@ func (s *Store) begin(ctx context.Context, name string, known *redlimit.Config) 
 		}
 		c = kc
 		l.cfg.Store(c)
+		l.since = now
 	}
-	return call{sh: sh, l: l, c: c, now: now}, nil
+	return call{sh: sh, l: l, c: c, lim: l.limit(c), now: now}, nil
 }
 
 // abandon unlocks l after a call that failed before touching it, dropping
@@ -505,7 +526,7 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 	if lg == nil {
 		lg = k.l.log(k.c, key.Client, k.now)
 	}
-	d := lg.Acquire(k.now, k.c.lim, n, waitMS(maxWait))
+	d := lg.Acquire(k.now, k.lim, n, waitMS(maxWait))
 	// out is filled before the unlock, whose locked instruction drains
 	// these stores: the caller's wide loads of out then read the cache
 	// instead of stalling on stores still in flight.
@@ -543,7 +564,7 @@ func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Con
 	if err != nil {
 		return 0, err
 	}
-	got := k.l.log(k.c, key.Client, k.now).Cancel(k.now, k.c.lim, at.UnixMilli(), n)
+	got := k.l.log(k.c, key.Client, k.now).Cancel(k.now, k.lim, at.UnixMilli(), n)
 	s.end(&k)
 	return got, nil
 }
@@ -557,7 +578,7 @@ func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Co
 	if err != nil {
 		return 0, err
 	}
-	got := k.l.log(k.c, key.Client, k.now).Release(k.now, k.c.lim, n)
+	got := k.l.log(k.c, key.Client, k.now).Release(k.now, k.lim, n)
 	s.end(&k)
 	return got, nil
 }
@@ -568,7 +589,7 @@ func (s *Store) Available(ctx context.Context, key redlimit.Key, known redlimit.
 	if err != nil {
 		return 0, redlimit.Config{}, err
 	}
-	got := k.l.log(k.c, key.Client, k.now).Available(k.now, k.c.lim)
+	got := k.l.log(k.c, key.Client, k.now).Available(k.now, k.lim)
 	s.end(&k)
 	return got, k.c.Config, nil
 }

@@ -466,7 +466,7 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	s.forgetName(name) // a new config may free permits
 	k := limiterKeys(s.prefix, name)
 	c.Epoch = redlimit.NewEpoch()
-	raw, err := s.eval(ctx, setConfigScript, true, []string{k.limiter, k.log}, h, configArg(c))
+	raw, err := s.eval(ctx, setConfigScript, true, []string{k.limiter, k.log}, h, configArg(c), s.nowArg())
 	if err != nil {
 		return redlimit.Config{}, false, wrap(err)
 	}

@@ -106,6 +106,6 @@ func (s *State) Available(now int64, lim algorithm.Limit) int64 {
 }
 
 // Forgotten implements algorithm.State.
-func (s *State) Forgotten(now int64) bool {
+func (s *State) Forgotten(now int64, _ algorithm.Limit) bool {
 	return len(s.Windows) == 0 || now >= s.Expiry
 }

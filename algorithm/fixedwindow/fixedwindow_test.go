@@ -52,8 +52,8 @@ func TestCancelReleaseAvailableForgotten(t *testing.T) {
 	lim := algorithm.Limit{Rate: 2, Interval: 10}
 	const b = fwBase
 	var s State
-	if got := s.Available(b, lim); got != 2 || !s.Forgotten(b) {
-		t.Fatalf("fresh: Available = %d, Forgotten = %v", got, s.Forgotten(b))
+	if got := s.Available(b, lim); got != 2 || !s.Forgotten(b, lim) {
+		t.Fatalf("fresh: Available = %d, Forgotten = %v", got, s.Forgotten(b, lim))
 	}
 	s.Acquire(b, lim, 2, 0)
 	d := s.Acquire(b, lim, 2, algorithm.Unlimited)
@@ -72,8 +72,8 @@ func TestCancelReleaseAvailableForgotten(t *testing.T) {
 	if got := s.Available(b+1, lim); got != 1 {
 		t.Fatalf("Available = %d, want 1", got)
 	}
-	if s.Forgotten(b+9) || !s.Forgotten(b+10) {
-		t.Fatalf("Forgotten(b+9, b+10) = %v, %v; want false, true", s.Forgotten(b+9), s.Forgotten(b+10))
+	if s.Forgotten(b+9, lim) || !s.Forgotten(b+10, lim) {
+		t.Fatalf("Forgotten(b+9, b+10) = %v, %v; want false, true", s.Forgotten(b+9, lim), s.Forgotten(b+10, lim))
 	}
 	// A window that has ended is not handed back by Release.
 	if got := s.Release(b+10, lim, 5); got != 0 {

@@ -8,7 +8,11 @@
 // Release has no meaning here (a granted permit has already left the queue)
 // and hands back nothing; Cancel takes a waiting reservation out of the queue.
 //
-// SetRate keeps the queued work, which then drains at the new rate; a
+// SetRate keeping the state drains the queue at the old rate up to the
+// instant the new config took effect (Limit.Since); the work still queued
+// then keeps the instant it drains at, so that no newcomer is scheduled
+// ahead of a waiter already promised an instant, and it counts, against the
+// new capacity, as the permits the new rate lets out in that time. A
 // smaller capacity refuses newcomers until the queue is below it.
 package leakybucket
 
@@ -40,7 +44,7 @@ func remaining(d algorithm.Deficit, lim algorithm.Limit) int64 {
 func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algorithm.Decision {
 	d := s.Deficit
 	now = d.Advance(now, lim)
-	wait := algorithm.ByExpiry(now+ahead(d, lim), now, d.Expiry) - now // the work ahead must drain first
+	wait := ahead(d, lim) // the work ahead must drain first
 	if room := d.WaitFor((lim.Capacity-n)*lim.Interval, lim); room > 0 || (maxWait != algorithm.Unlimited && wait > maxWait) {
 		// A full queue refuses whatever the wait. The retry-after, as for
 		// every algorithm, is when the request would be granted at once.

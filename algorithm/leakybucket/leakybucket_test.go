@@ -57,8 +57,8 @@ func TestCancelReleaseAvailableForgotten(t *testing.T) {
 	lim := algorithm.Limit{Rate: 1, Interval: 10, Capacity: 5}
 	const b = lbBase
 	var s State
-	if got := s.Available(b, lim); got != 5 || !s.Forgotten(b) {
-		t.Fatalf("fresh: Available = %d, Forgotten = %v", got, s.Forgotten(b))
+	if got := s.Available(b, lim); got != 5 || !s.Forgotten(b, lim) {
+		t.Fatalf("fresh: Available = %d, Forgotten = %v", got, s.Forgotten(b, lim))
 	}
 	s.Acquire(b, lim, 1, 0)
 	if got := s.Release(b, lim, 1); got != 0 {
@@ -77,8 +77,8 @@ func TestCancelReleaseAvailableForgotten(t *testing.T) {
 	if got := s.Release(b+2, lim, 5); got != 0 {
 		t.Fatalf("Release = %d, want 0", got)
 	}
-	if s.Forgotten(b+9) || !s.Forgotten(b+10) {
-		t.Fatalf("Forgotten(b+9, b+10) = %v, %v; want false, true", s.Forgotten(b+9), s.Forgotten(b+10))
+	if s.Forgotten(b+9, lim) || !s.Forgotten(b+10, lim) {
+		t.Fatalf("Forgotten(b+9, b+10) = %v, %v; want false, true", s.Forgotten(b+9, lim), s.Forgotten(b+10, lim))
 	}
 	if got := s.Available(b+10, lim); got != 5 {
 		t.Fatalf("Available when drained = %d, want 5", got)
@@ -223,5 +223,37 @@ func TestFastRateTryAcquire(t *testing.T) {
 	}
 	if granted != 1000 {
 		t.Fatalf("%d granted in 100 ms at 10 per ms; want 1000", granted)
+	}
+}
+
+// A config change keeping the state: the queue drains at the old rate up to
+// the change, and the work still queued keeps the instant it drains at, so
+// a newcomer after a rate rise is not scheduled ahead of the waiters
+// already asleep; from then on grants are spaced at the new rate.
+func TestConfigChangeKeepsTheWaitersOrder(t *testing.T) {
+	const b = lbBase
+	old := algorithm.Limit{Rate: 1, Interval: 100, Capacity: 10}
+	var s State
+	for i := range 3 {
+		if d := s.Acquire(b, old, 1, algorithm.Unlimited); !d.Granted || d.At != b+100*int64(i) {
+			t.Fatalf("grant %d: %+v", i, d)
+		}
+	}
+	// 10 per 100 ms from b+50: the waiters sleep until b+100 and b+200, the
+	// last one's slot ends at b+300.
+	raised := algorithm.Limit{Rate: 10, Interval: 100, Capacity: 30, Since: b + 50}
+	for i := range 3 {
+		if d := s.Acquire(b+50, raised, 1, algorithm.Unlimited); !d.Granted || d.At != b+300+10*int64(i) {
+			t.Fatalf("newcomer %d after the rise: %+v; want at b+%d", i, d, 300+10*i)
+		}
+	}
+	// Lowered to 1 per 100 ms again at b+305: the queue drained at 10 per
+	// 100 ms until then, and what is left (until b+330) keeps its instant.
+	lowered := algorithm.Limit{Rate: 1, Interval: 100, Capacity: 10, Since: b + 305}
+	if d := s.Acquire(b+310, lowered, 1, algorithm.Unlimited); !d.Granted || d.At != b+330 {
+		t.Fatalf("newcomer after the cut: %+v; want at b+330", d)
+	}
+	if d := s.Acquire(b+310, lowered, 1, algorithm.Unlimited); !d.Granted || d.At != b+430 {
+		t.Fatalf("next: %+v; want at b+430, 100 ms later", d)
 	}
 }

@@ -51,8 +51,8 @@ func TestCancelReleaseAvailableForgotten(t *testing.T) {
 	lim := algorithm.Limit{Rate: 4, Interval: 10}
 	const b = scBase
 	var s State
-	if got := s.Available(b, lim); got != 4 || !s.Forgotten(b) {
-		t.Fatalf("fresh: Available = %d, Forgotten = %v", got, s.Forgotten(b))
+	if got := s.Available(b, lim); got != 4 || !s.Forgotten(b, lim) {
+		t.Fatalf("fresh: Available = %d, Forgotten = %v", got, s.Forgotten(b, lim))
 	}
 	s.Acquire(b, lim, 3, 0)
 	if got := s.Release(b+1, lim, 2); got != 2 {
@@ -74,8 +74,8 @@ func TestCancelReleaseAvailableForgotten(t *testing.T) {
 	}
 	// The window of the previous grid weighs until two intervals after it
 	// began: the state is forgotten then.
-	if s.Forgotten(b+19) || !s.Forgotten(b+20) {
-		t.Fatalf("Forgotten(b+19, b+20) = %v, %v; want false, true", s.Forgotten(b+19), s.Forgotten(b+20))
+	if s.Forgotten(b+19, lim) || !s.Forgotten(b+20, lim) {
+		t.Fatalf("Forgotten(b+19, b+20) = %v, %v; want false, true", s.Forgotten(b+19, lim), s.Forgotten(b+20, lim))
 	}
 	if got := s.Available(b+15, lim); got != 2 {
 		t.Fatalf("Available at b+15 = %d, want 4 - ceil(4*5/10) = 2", got)

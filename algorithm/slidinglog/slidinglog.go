@@ -220,6 +220,6 @@ func (s *State) take(i int, n int64) int64 {
 
 // Forgotten reports whether a store may drop the log at now: it is empty,
 // or its expiry has come.
-func (s *State) Forgotten(now int64) bool {
+func (s *State) Forgotten(now int64, _ Limit) bool {
 	return len(s.Entries) == 0 || now >= s.Expiry
 }

@@ -82,8 +82,8 @@ func TestExpiryForgetsUnderTheConfigOfTheLastChange(t *testing.T) {
 	if got := s.Available(10, Limit{Rate: 1, Interval: 100}); got != 1 {
 		t.Fatalf("Available after expiry = %d, want 1", got)
 	}
-	if !s.Forgotten(10) || s.Forgotten(9) {
-		t.Fatalf("Forgotten(9, 10) = %v, %v", s.Forgotten(9), s.Forgotten(10))
+	if !s.Forgotten(10, Limit{}) || s.Forgotten(9, Limit{}) {
+		t.Fatalf("Forgotten(9, 10) = %v, %v", s.Forgotten(9, Limit{}), s.Forgotten(10, Limit{}))
 	}
 	if d := s.Acquire(10, Limit{Rate: 1, Interval: 100}, 1, 0); !d.Granted {
 		t.Fatalf("after expiry: %+v", d)

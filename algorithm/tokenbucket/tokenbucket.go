@@ -9,8 +9,16 @@
 // first served, as each reservation deepens the debt the next one waits on.
 // Release and Cancel put tokens back, up to the bucket's size.
 //
-// SetRate keeps the tokens missing from the bucket: a bigger burst gives more
-// room at once, a new rate refills what is missing at the new speed.
+// SetRate keeping the state accounts the past at the old config: the bucket
+// refills at the old rate up to the instant the new config took effect
+// (Limit.Since), and from then on at the new one, as x/time/rate's
+// SetLimitAt and SetBurstAt do. Its tokens carry over, capped at the new
+// burst (a bigger burst is room that refills, not tokens given at once). A
+// bucket in debt keeps the instant its debt is paid, so that no new request
+// is granted before a reservation already made: there x/time/rate, which
+// recounts the debt at the new rate, can serve a newcomer first. A full
+// bucket is forgotten, as a fresh one: a burst raised later finds it full
+// at the new size.
 package tokenbucket
 
 import "github.com/redlimit/redlimit/algorithm"
@@ -31,7 +39,7 @@ func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algori
 	d := s.Deficit
 	now = d.Advance(now, lim)
 	after := d.Owed + n*lim.Interval
-	wait := algorithm.ByExpiry(now+algorithm.Deficit{Owed: after}.WaitFor(lim.Burst*lim.Interval, lim), now, d.Expiry) - now
+	wait := algorithm.Deficit{Owed: after}.WaitFor(lim.Burst*lim.Interval, lim)
 	if maxWait != algorithm.Unlimited && wait > maxWait {
 		// A refusal changes nothing: it can be answered again without asking.
 		return algorithm.Decision{Wait: wait, Remaining: remaining(d, lim), Now: now}

@@ -48,8 +48,8 @@ func TestCancelReleaseAvailableForgotten(t *testing.T) {
 	lim := algorithm.Limit{Rate: 1, Interval: 10, Burst: 3}
 	const b = tbBase
 	var s State
-	if got := s.Available(b, lim); got != 3 || !s.Forgotten(b) {
-		t.Fatalf("fresh: Available = %d, Forgotten = %v", got, s.Forgotten(b))
+	if got := s.Available(b, lim); got != 3 || !s.Forgotten(b, lim) {
+		t.Fatalf("fresh: Available = %d, Forgotten = %v", got, s.Forgotten(b, lim))
 	}
 	s.Acquire(b, lim, 3, 0)
 	d := s.Acquire(b, lim, 2, algorithm.Unlimited)
@@ -72,7 +72,7 @@ func TestCancelReleaseAvailableForgotten(t *testing.T) {
 	if got := s.Release(b+1, lim, 5); got != 0 {
 		t.Fatalf("Release beyond the bucket's size = %d, want 0", got)
 	}
-	if !s.Forgotten(b + 1) {
+	if !s.Forgotten(b+1, lim) {
 		t.Fatalf("a full bucket is not forgotten")
 	}
 	if got := s.Available(b+10, lim); got != 3 {
@@ -210,10 +210,17 @@ func TestPropertySpanBound(t *testing.T) {
 // exact. AllowN is our maxWait 0; ReserveN is our Unlimited, its delay
 // rounded up to whole ms against our Wait. n > B: x/time/rate refuses, and
 // ours is not asked (its State assumes n <= Burst).
+//
+// Config changes (SetLimitAt, SetBurstAt, ours a Limit with Since) come
+// between the calls, where ours differs from x/time/rate by design in two
+// cases the traces step around: a bucket in debt (ours keeps the instants
+// of the reservations made, TestConfigChangeKeepsTheWaitersOrder), and a
+// full bucket, which ours forgets (a fresh x/time/rate limiter stands in).
+// A state records one change: a second comes once a grant wrote the first.
 func TestAgreesWithXTimeRate(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	base := time.UnixMilli(tbBase)
-	steps := 0
+	steps, changes := 0, 0
 	for trace := 0; trace < 300; trace++ {
 		R, B := 1+rng.Int64N(20), 1+rng.Int64N(10)
 		lim := algorithm.Limit{Rate: R, Interval: 1000, Burst: B}
@@ -229,6 +236,18 @@ func TestAgreesWithXTimeRate(t *testing.T) {
 			steps++
 			off += 125 * []int64{0, 0, 1, 2, 4, 8, 16}[rng.IntN(7)]
 			now, at := tbBase+off, base.Add(time.Duration(off)*time.Millisecond)
+			if tokens := ref.TokensAt(at); rng.IntN(4) == 0 && tokens >= 0 && (s.Scale == 0 || s.Rate == lim.Rate && s.Burst == lim.Burst) {
+				R, B = 1+rng.Int64N(20), 1+rng.Int64N(10)
+				if tokens == float64(lim.Burst) {
+					ref = rate.NewLimiter(rate.Limit(R), int(B))
+				} else {
+					ref.SetLimitAt(at, rate.Limit(R))
+					ref.SetBurstAt(at, int(B))
+				}
+				lim = algorithm.Limit{Rate: R, Interval: 1000, Burst: B, Since: now}
+				log = append(log, fmt.Sprintf("  +%dms %v tokens: now %d/s, burst %d", off, tokens, R, B))
+				changes++
+			}
 			n := 1 + rng.Int64N(B+2)
 			reserve := rng.IntN(2) == 0
 			if n > B {
@@ -269,7 +288,7 @@ func TestAgreesWithXTimeRate(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d steps agreed", steps)
+	t.Logf("%d steps agreed, %d config changes", steps, changes)
 }
 
 func BenchmarkAcquire(b *testing.B) {
@@ -282,5 +301,95 @@ func BenchmarkAcquire(b *testing.B) {
 			now++
 		}
 		s.Acquire(now, lim, 1, 0)
+	}
+}
+
+// A config change keeping the state accounts the time before it at the old
+// rate, as x/time/rate's SetLimitAt does: the two examples of a rate raised
+// and lowered after the bucket was emptied, against x/time/rate itself.
+func TestConfigChangeAccountsThePastAtTheOldRate(t *testing.T) {
+	const b, sec = tbBase, 1000
+	base := time.UnixMilli(b)
+	check := func(name string, s *State, ref *rate.Limiter, now int64, lim algorithm.Limit, want int64) {
+		t.Helper()
+		if got := s.Available(now, lim); got != want {
+			t.Errorf("%s: Available at b+%dms = %d, want %d", name, now-b, got, want)
+		}
+		if ref := int64(ref.TokensAt(base.Add(time.Duration(now-b) * time.Millisecond))); ref != want {
+			t.Errorf("%s: x/time/rate has %d tokens at b+%dms, want %d", name, ref, now-b, want)
+		}
+	}
+
+	// 1/s, burst 10, emptied at b; raised to 100/s at b+5s.
+	var s State
+	ref := rate.NewLimiter(1, 10)
+	old := algorithm.Limit{Rate: 1, Interval: sec, Burst: 10}
+	if d := s.Acquire(b, old, 10, 0); !d.Granted || !ref.AllowN(base, 10) {
+		t.Fatalf("emptying the bucket: %+v", d)
+	}
+	raised := algorithm.Limit{Rate: 100, Interval: sec, Burst: 10, Since: b + 5*sec}
+	ref.SetLimitAt(base.Add(5*time.Second), 100)
+	check("raised", &s, ref, b+5*sec, raised, 5)
+	check("raised", &s, ref, b+5*sec+20, raised, 7) // 2 more in 20 ms at 100/s
+	check("raised", &s, ref, b+5*sec+100, raised, 10)
+
+	// 10/s, burst 10, emptied at b; lowered to 1/s at b+500ms.
+	s = State{}
+	ref = rate.NewLimiter(10, 10)
+	old = algorithm.Limit{Rate: 10, Interval: sec, Burst: 10}
+	if d := s.Acquire(b, old, 10, 0); !d.Granted || !ref.AllowN(base, 10) {
+		t.Fatalf("emptying the bucket: %+v", d)
+	}
+	lowered := algorithm.Limit{Rate: 1, Interval: sec, Burst: 10, Since: b + 500}
+	ref.SetLimitAt(base.Add(500*time.Millisecond), 1)
+	check("lowered", &s, ref, b+500, lowered, 5)
+	check("lowered", &s, ref, b+sec, lowered, 5) // 5.5: not 10, though the old rate would have refilled it by then
+	check("lowered", &s, ref, b+1500, lowered, 6)
+	if s.Forgotten(b+sec, lowered) {
+		t.Errorf("forgotten at b+1s, when the old rate would have refilled it")
+	}
+	if !s.Forgotten(b+5500, lowered) || s.Forgotten(b+5499, lowered) {
+		t.Errorf("Forgotten(b+5499ms, b+5500ms) = %v, %v; want false, true", s.Forgotten(b+5499, lowered), s.Forgotten(b+5500, lowered))
+	}
+	// A grant writes the state under the new config: it stays exact.
+	if d := s.Acquire(b+1500, lowered, 6, 0); !d.Granted || d.Remaining != 0 {
+		t.Fatalf("taking the 6 tokens at b+1.5s: %+v", d)
+	}
+	if d := s.Acquire(b+1500, lowered, 1, algorithm.Unlimited); d.Wait != sec {
+		t.Fatalf("next token after 1 s at 1/s: %+v", d)
+	}
+}
+
+// A config change keeps the instants of reservations already made: after a
+// rate rise, a newcomer is served after the waiters, not before them (there
+// x/time/rate, which counts the debt again at the new rate, serves it first).
+func TestConfigChangeKeepsTheWaitersOrder(t *testing.T) {
+	const b, sec = tbBase, 1000
+	base := time.UnixMilli(b)
+	old := algorithm.Limit{Rate: 1, Interval: sec, Burst: 1}
+	var s State
+	ref := rate.NewLimiter(1, 1)
+	var last int64
+	for i := range 3 {
+		d := s.Acquire(b, old, 1, algorithm.Unlimited)
+		r := ref.ReserveN(base, 1)
+		if !d.Granted || d.At != b+int64(i)*sec || r.DelayFrom(base) != time.Duration(i)*time.Second {
+			t.Fatalf("grant %d: %+v, x/time/rate delay %v", i, d, r.DelayFrom(base))
+		}
+		last = d.At
+	}
+	// 100/s from b+100ms: the waiters still sleep until b+1s and b+2s.
+	raised := algorithm.Limit{Rate: 100, Interval: sec, Burst: 1, Since: b + 100}
+	ref.SetLimitAt(base.Add(100*time.Millisecond), 100)
+	d := s.Acquire(b+100, raised, 1, algorithm.Unlimited)
+	if !d.Granted || d.At != last+10 {
+		t.Fatalf("newcomer after the rise: %+v; want at b+%dms, 10 ms (the new spacing) after the last waiter", d, last+10-b)
+	}
+	if r := ref.ReserveN(base.Add(100*time.Millisecond), 1); base.Add(100 * time.Millisecond).Add(r.DelayFrom(base.Add(100 * time.Millisecond))).After(time.UnixMilli(last)) {
+		t.Fatalf("x/time/rate no longer serves the newcomer before the waiters: the comment above is stale")
+	}
+	// And from then on at the new rate.
+	if d := s.Acquire(b+100, raised, 1, algorithm.Unlimited); d.At != last+20 {
+		t.Fatalf("second newcomer: %+v; want at b+%dms", d, last+20-b)
 	}
 }

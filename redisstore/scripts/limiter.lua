@@ -14,9 +14,11 @@
 -- limiter, taken one after another, each with the rules below.
 --
 -- KEYS, four per limiter:
---   1 the limiter hash: field c, its config, and field s, its Overall state.
---     It persists until Delete or Expire; the state counts as empty past
---     its expiry.
+--   1 the limiter hash: field c, its config, field t, the instant it took
+--     effect (set with it: the buckets count the time before it at the
+--     config their state was last changed under), and field s, its Overall
+--     state. It persists until Delete or Expire; the state counts as empty
+--     past its expiry.
 --   2 the Overall sliding-log list: [at1, permits1, at2, permits2, ...],
 --     oldest first (the only algorithm whose state is a list)
 --   3 this client's state (PerClient; a string with a TTL), 4 its sliding-log list
@@ -36,7 +38,7 @@
 -- saw; past expiry it counts as empty) followed by, per algorithm: total
 -- (sliding-log); start permits start permits ... of its windows, oldest
 -- first (fixed-window); the tail, then the windows (sliding-counter); owed
--- scale (buckets). Instants after the first are offsets from it. A client's
+-- scale rate burst, the config owed is counted under (buckets). Instants after the first are offsets from it. A client's
 -- state starts with the epoch of its config; one of another epoch is gone
 -- (a reset). The Overall state goes with its epoch (setconfig.lua).
 --
@@ -66,6 +68,7 @@ local keys, argv, injected, start
 
 -- The limiter being served: set by load.
 local now, alg, mode, rate, interval, epoch, burst, capacity, most
+local since -- when the stored config took effect (field t; 0: unknown)
 local perClient, stateKey, listKey, hasList
 local S, W -- state fields (numbers), windows (fixed-window, sliding-counter)
 local dirty -- S changed: write it at the end of the limiter's calls
@@ -112,15 +115,17 @@ local parsed, parsedCount = {}, 0
 -- or an error: -1, -3) and the stored config.
 local function load(k, a)
   now = start
-  local got = redis.call('HMGET', keys[k + 1], 'c', 's')
+  local got = redis.call('HMGET', keys[k + 1], 'c', 's', 't')
   local cfg, st = got[1], got[2]
+  since = tonumber(got[3]) or 0
   local flag = 0 -- the stored config is the one the client sent
   if not cfg then
     if argv[a] == '' then return -1 end
     cfg, st = argv[a], false
     -- A limiter hash without a config holds no state either.
     if got[2] then redis.call('HDEL', keys[k + 1], 's') end
-    redis.call('HSET', keys[k + 1], 'c', cfg)
+    since = now
+    redis.call('HSET', keys[k + 1], 'c', cfg, 't', str(since))
   elseif cfg ~= argv[a] then
     flag = 1
   end
@@ -167,7 +172,9 @@ local function load(k, a)
           if #W % 2 == 0 then x = S.l + x end -- a window's start
           W[#W + 1] = x
         elseif i == 2 then S.o = x
-        else S.s = x
+        elseif i == 3 then S.s = x
+        elseif i == 4 then S.r = x
+        else S.b = x
         end
       end
       i = i + 1
@@ -243,7 +250,7 @@ local function flush()
     end
     st = table.concat(parts, ' ')
   else
-    st = fmt('%d %d %d %d', l, S.x - l, S.o, S.s)
+    st = fmt('%d %d %d %d %d %d', l, S.x - l, S.o, S.s, S.r, S.b)
   end
   if perClient then st = epochText .. ' ' .. st end
   -- With a caller's clock Redis still expires keys by its own, so keep them
@@ -633,12 +640,51 @@ end
 
 local function b_finish(owed)
   if owed == 0 then
-    S.o, S.s = nil, nil
+    S.o, S.s, S.r, S.b = nil, nil, nil, nil
     save(nil)
   else
-    S.o, S.s = owed, interval
+    S.o, S.s, S.r, S.b = owed, interval, rate, burst
     save(now + ceildiv(owed, rate))
   end
+end
+
+-- b_drain is owed drained from l to t at r per time unit (Deficit.drain).
+local function b_drain(owed, l, t, r)
+  if t - l > 0 and owed > 0 then
+    if t - l >= ceildiv(owed, r) then return 0 end
+    return owed - (t - l) * r
+  end
+  return owed
+end
+
+local maxOwed = 2 ^ 53 -- algorithm.MaxOwed
+
+-- b_advance brings the deficit to now under the config (Deficit.Advance):
+-- a config that took effect after the state last changed applies from
+-- that instant on only, the state's own config draining it up to there.
+local function b_advance()
+  local owed, scale, r, b = S.o or 0, S.s or 0, S.r or rate, S.b or burst
+  local l = last
+  if scale ~= 0 and (r ~= rate or scale ~= interval or b ~= burst) then
+    if since > l then
+      local mid = since
+      if now < mid then mid = now end
+      owed = b_drain(owed, l, mid, r)
+      l = mid
+    end
+    local full = b * scale
+    if owed > full then
+      -- Work beyond the bucket keeps the instant it drains at.
+      local t = ceildiv(owed - full, r)
+      local base = burst * interval
+      if t > floor((maxOwed - base) / rate) then owed = maxOwed else owed = base + t * rate end
+    elseif owed > 0 then
+      -- Tokens carry over, capped at the new burst.
+      local q, rem = floor(owed / scale), owed % scale
+      owed = later(0, q * interval + ceildiv(rem * interval, scale) + (burst - b) * interval)
+    end
+  end
+  return b_drain(owed, l, now, rate)
 end
 
 -- Deficit.GiveBack: hand back only what no later reservation built on.
@@ -649,16 +695,7 @@ local function b_give_back(owed, n, at, hold)
 end
 
 local function bucket(leaky, op, n, arg3)
-  local owed, scale = S.o or 0, S.s or 0
-  -- Advance (Deficit.Advance).
-  if forgotten then owed = 0 end
-  if owed > 0 and scale ~= interval then
-    local q, r = floor(owed / scale), owed % scale
-    owed = q * interval + ceildiv(r * interval, scale)
-  end
-  if now - last > 0 then
-    if now - last >= ceildiv(owed, rate) then owed = 0 else owed = owed - (now - last) * rate end
-  end
+  local owed = b_advance()
   local hold = burst * interval
   if leaky then hold = n * interval + rate - 1 end
 
@@ -688,7 +725,6 @@ local function bucket(leaky, op, n, arg3)
     if o > limit then wait = ceildiv(o - limit, rate) end
     refuse = false
   end
-  wait = by_expiry(now + wait) - now
   if refuse or (arg3 >= 0 and wait > arg3) then
     local code = 0
     if refuse then code = 2 end -- the leaky bucket's queue is full

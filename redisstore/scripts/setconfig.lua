@@ -5,6 +5,8 @@
 -- ARGV[1] how: "if-absent" | "keep" | "reset"
 -- ARGV[2] the config, "algorithm mode rate interval epoch burst capacity",
 --         with a fresh epoch
+-- ARGV[3] now in ms, or "" to read Redis TIME: the instant the config takes
+--         effect (field t), from which the buckets count time at its rate
 --
 -- Reply: {set (1 or 0), the config stored afterwards}. "keep" keeps the
 -- epoch when the algorithm stays the same, so permits granted still count;
@@ -24,5 +26,10 @@ if epoch ~= curEpoch then
   redis.call('HDEL', KEYS[1], 's')
   redis.call('DEL', KEYS[2])
 end
-redis.call('HSET', KEYS[1], 'c', cfg)
+local now = ARGV[3]
+if now == '' then
+  local t = redis.call('TIME')
+  now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+end
+redis.call('HSET', KEYS[1], 'c', cfg, 't', now)
 return {1, cfg}

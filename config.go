@@ -79,17 +79,27 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	return "", &ArgumentError{Arg: "algorithm", Value: s, Reason: fmt.Sprintf("must be one of %v", Algorithms), Kind: ErrInvalidArgument}
 }
 
-// Limits on a Config, chosen so that every value stays exact as a Lua number
-// (2^53) and in milliseconds since the epoch.
+// Limits on a Config, chosen so that every value stays exact as a Lua
+// number (2^53). Stores count time in microseconds since the Unix epoch for
+// the fixed window, the sliding counter and the buckets (milliseconds for
+// the sliding log, whose entries are per millisecond), so grants keep to
+// their spacing for rates up to 10^6 per second.
 const (
-	MaxRate     int64         = 1 << 40
+	// MaxRate bounds Rate, Burst and Capacity.
+	MaxRate int64 = 1 << 40
+	// MinInterval is the shortest Interval. Intervals are whole
+	// milliseconds: that is how a config is stored (and shared with
+	// older clients); spacing finer than a millisecond comes from the
+	// rate, such as 1000 per millisecond.
 	MinInterval time.Duration = time.Millisecond
 	MaxInterval time.Duration = 100 * 365 * 24 * time.Hour
 	// MaxBucketInterval bounds the buckets' and the sliding counter's
-	// Interval, whose arithmetic multiplies counts by milliseconds.
+	// Interval, whose arithmetic multiplies counts by microseconds.
 	MaxBucketInterval time.Duration = 24 * time.Hour
 	// MaxCountTimesInterval bounds Rate, Burst and Capacity times Interval
-	// (in ms) for those algorithms: 2^53, exact in Lua.
+	// in microseconds for those algorithms: 2^53, exact in Lua. So at most
+	// about 9.0e9 per second, 1.5e8 per minute, 2.5e6 per hour, 104249
+	// per day (a fixed window or sliding log takes up to MaxRate).
 	MaxCountTimesInterval int64 = 1 << 53
 )
 
@@ -103,7 +113,9 @@ type Config struct {
 	// Rate is the number of permits per Interval, 1..MaxRate.
 	Rate int64
 	// Interval is a whole number of milliseconds, MinInterval..MaxInterval
-	// (MaxBucketInterval for sliding-counter, token-bucket, leaky-bucket).
+	// (MaxBucketInterval for sliding-counter, token-bucket, leaky-bucket,
+	// where Rate, Burst and Capacity times Interval in µs are at most
+	// MaxCountTimesInterval).
 	Interval time.Duration
 	// Burst is the token bucket's capacity: the most permits granted at once
 	// after a quiet spell. 0 means Rate. Token bucket only.
@@ -227,12 +239,12 @@ func (c Config) Normalize() (Config, error) {
 		return c, &ArgumentError{Arg: "capacity", Value: fmt.Sprint(c.Capacity), Reason: fmt.Sprintf("must be 1..%d", MaxRate), Kind: ErrInvalidArgument}
 	}
 	if c.Algorithm == SlidingCounter || c.Algorithm == TokenBucket || c.Algorithm == LeakyBucket {
-		ms := c.Interval.Milliseconds()
+		us := c.Interval.Microseconds()
 		if c.Interval > MaxBucketInterval {
 			return c, &ArgumentError{Arg: "interval", Value: c.Interval.String(), Reason: "must be at most 24h for " + string(c.Algorithm), Kind: ErrInvalidArgument}
 		}
-		if big := max(c.Rate, c.Burst, c.Capacity); big > MaxCountTimesInterval/ms {
-			return c, &ArgumentError{Arg: "rate", Value: fmt.Sprint(big), Reason: fmt.Sprintf("times the interval in ms must stay below 2^53 for %s (at most %d per %s)", c.Algorithm, MaxCountTimesInterval/ms, c.Interval), Kind: ErrInvalidArgument}
+		if big := max(c.Rate, c.Burst, c.Capacity); big > MaxCountTimesInterval/us {
+			return c, &ArgumentError{Arg: "rate", Value: fmt.Sprint(big), Reason: fmt.Sprintf("times the interval in µs must stay below 2^53 for %s (at most %d per %s)", c.Algorithm, MaxCountTimesInterval/us, c.Interval), Kind: ErrInvalidArgument}
 		}
 	}
 	return c, nil

@@ -28,6 +28,12 @@ func FuzzConfig(f *testing.F) {
 		if n.Rate < 1 || n.Rate > redlimit.MaxRate || n.Interval < time.Millisecond || n.MaxPermits() < 1 {
 			t.Fatalf("Normalize(%+v) accepted %+v", c, n)
 		}
+		switch n.Algorithm {
+		case redlimit.SlidingCounter, redlimit.TokenBucket, redlimit.LeakyBucket:
+			if max(n.Rate, n.Burst, n.Capacity) > redlimit.MaxCountTimesInterval/n.Interval.Microseconds() {
+				t.Fatalf("Normalize(%+v) accepted %+v: counts times the interval in µs beyond 2^53", c, n)
+			}
+		}
 		if again, err := n.Normalize(); err != nil || again != n {
 			t.Fatalf("Normalize is not idempotent: %+v -> %+v, %v", n, again, err)
 		}

@@ -2,12 +2,20 @@
 // Each algorithm lives in a subpackage as plain Go: a State that moves from
 // (state, now, request) to (state, decision). The memory store runs that code;
 // the Redis store's Lua is held to it, decision for decision, by differential
-// tests. Times are integer milliseconds of the store's clock, never read here.
+// tests.
+//
+// Times are integers of the store's clock, never read here: microseconds
+// since the Unix epoch for the fixed window, the sliding counter and the
+// buckets, so that they keep to their definitions for every spacing of a
+// microsecond or more (rates up to 10^6 per second); milliseconds for the
+// sliding log, whose entries group the grants of one millisecond. The rules
+// themselves do not depend on the unit: Interval, Since, waits and instants
+// are all in the same one.
 package algorithm
 
 // Limit is a validated configuration in the units the rules use.
 type Limit struct {
-	// Rate permits per Interval milliseconds.
+	// Rate permits per Interval (in the clock's unit).
 	Rate, Interval int64
 	// Burst is the token bucket's capacity.
 	Burst int64
@@ -43,7 +51,7 @@ type Decision struct {
 // algorithm's State is a fresh limit.
 type State interface {
 	// Acquire asks for n permits (1 <= n <= the algorithm's maximum) at now,
-	// waiting at most maxWait ms (Unlimited: no bound). A grant after now is
+	// waiting at most maxWait (Unlimited: no bound). A grant after now is
 	// a reservation that counts from then on and can be handed back.
 	Acquire(now int64, lim Limit, n, maxWait int64) Decision
 	// Cancel hands back up to n permits of a reservation for instant at and

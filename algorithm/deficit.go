@@ -2,8 +2,8 @@ package algorithm
 
 // Deficit is the state both buckets share: how far the bucket is from
 // full (token bucket) or how much work is queued (leaky bucket), counted in
-// permits x Interval so that refilling Rate per time unit stays in
-// integers. It can exceed the bucket's size while reservations are queued.
+// permits x Interval so that refilling Rate per time unit (a microsecond)
+// stays in integers. It can exceed the bucket's size while reservations are queued.
 //
 // The deficit remembers the config it was last changed under (Rate, Scale,
 // Burst). A config that took effect later (Limit.Since) applies from that

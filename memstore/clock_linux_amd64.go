@@ -5,13 +5,13 @@ import (
 	"time"
 )
 
-// wallMS reads the system clock in ms. gettimeofday is a vDSO call here that
+// wallUS reads the system clock in µs. gettimeofday is a vDSO call here that
 // reads CLOCK_REALTIME alone, half the cost of time.Now, which reads the
-// monotonic clock too (unused: the store works in wall-clock ms).
-func wallMS() int64 {
+// monotonic clock too (unused: the store works in wall-clock µs).
+func wallUS() int64 {
 	var tv syscall.Timeval
 	if syscall.Gettimeofday(&tv) != nil {
-		return time.Now().UnixMilli()
+		return time.Now().UnixMicro()
 	}
-	return tv.Sec*1000 + tv.Usec/1000
+	return tv.Sec*1_000_000 + tv.Usec
 }

@@ -4,5 +4,5 @@ package memstore
 
 import "time"
 
-// wallMS reads the system clock in ms.
-func wallMS() int64 { return time.Now().UnixMilli() }
+// wallUS reads the system clock in µs.
+func wallUS() int64 { return time.Now().UnixMicro() }

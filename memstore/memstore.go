@@ -72,7 +72,7 @@ type shard struct {
 	m sync.Map // name -> *limiter
 	// mu serializes the inserts and sweeps; n counts the names in m, and
 	// next is the size at which an insert sweeps the shard; swept is the
-	// store time (ms) of the last sweep.
+	// store time (µs) of the last sweep.
 	mu    sync.Mutex
 	n     int
 	next  int
@@ -108,8 +108,12 @@ func New(opts ...Option) *Store {
 // never written once made, so limiters share it.
 type conf struct {
 	redlimit.Config
-	lim algorithm.Limit
-	max int64 // Config.MaxPermits
+	lim algorithm.Limit // in the rules' unit of time
+	max int64           // Config.MaxPermits
+	// unit is the rules' unit of time in µs: 1000 for the sliding log,
+	// whose entries are per ms, 1 for the others. every is the Interval
+	// in µs.
+	unit, every int64
 }
 
 // limiter is one name's config and logs.
@@ -121,11 +125,11 @@ type limiter struct {
 	// cfg is nil when no config is stored. Written under mu; read without
 	// it only to skip validating a known config equal to it.
 	cfg       atomic.Pointer[conf]
-	expiresAt int64 // ms; 0: the config does not expire
-	since     int64 // ms: when cfg took effect (algorithm.Limit.Since)
+	expiresAt int64 // µs; 0: the config does not expire
+	since     int64 // µs: when cfg took effect (algorithm.Limit.Since)
 	overall   log
 	clients   map[string]*log // PerClient logs; nil while there is none
-	swept     int64           // ms of the last sweep of idle logs
+	swept     int64           // µs of the last sweep of idle logs
 }
 
 // log is one limit's state under the algorithm of its epoch; a nil State
@@ -150,11 +154,20 @@ func newState(a redlimit.Algorithm) algorithm.State {
 	return new(slidinglog.State)
 }
 
-func (s *Store) nowMS() int64 {
+// nowUS reads the store's time, in µs since the Unix epoch.
+func (s *Store) nowUS() int64 {
 	if s.real {
-		return wallMS()
+		return wallUS()
 	}
-	return s.clock.Now().UnixMilli()
+	return s.clock.Now().UnixMicro()
+}
+
+// unitOf is the unit of time (in µs) of a state's rules.
+func unitOf(st algorithm.State) int64 {
+	if _, ok := st.(*slidinglog.State); ok {
+		return 1000
+	}
+	return 1
 }
 
 // intern returns c, normalized, as a shared conf. A config equal to the
@@ -170,7 +183,12 @@ func (s *Store) intern(c redlimit.Config) (*conf, error) {
 	if p := s.last.Load(); p != nil && p.Config == n {
 		return p, nil
 	}
-	p := &conf{Config: n, lim: algorithm.Limit{Rate: n.Rate, Interval: n.Interval.Milliseconds(), Burst: n.Burst, Capacity: n.Capacity}, max: n.MaxPermits()}
+	unit := int64(1)
+	if n.Algorithm == redlimit.SlidingLog {
+		unit = 1000
+	}
+	every := n.Interval.Microseconds()
+	p := &conf{Config: n, lim: algorithm.Limit{Rate: n.Rate, Interval: every / unit, Burst: n.Burst, Capacity: n.Capacity}, max: n.MaxPermits(), unit: unit, every: every}
 	s.last.Store(p)
 	return p, nil
 }
@@ -219,7 +237,7 @@ func (s *Store) find(sh *shard, name string, create bool) *limiter {
 			return nil
 		}
 		if sh.n >= max(sh.next, minSweepSize) {
-			now := s.nowMS()
+			now := s.nowUS()
 			sh.swept.Store(now)
 			sh.sweep(now)
 		}
@@ -237,14 +255,14 @@ func (s *Store) find(sh *shard, name string, create bool) *limiter {
 // done unlocks l after a call at now, and sweeps sh if it is due.
 func (s *Store) done(sh *shard, l *limiter, now int64) {
 	l.mu.Unlock()
-	if now-sh.swept.Load() >= sweepEvery.Milliseconds() {
+	if now-sh.swept.Load() >= sweepEvery.Microseconds() {
 		sh.due(now)
 	}
 }
 
 // due sweeps sh at now unless another call took the sweep first.
 func (sh *shard) due(now int64) {
-	if last := sh.swept.Load(); now-last >= sweepEvery.Milliseconds() && sh.swept.CompareAndSwap(last, now) {
+	if last := sh.swept.Load(); now-last >= sweepEvery.Microseconds() && sh.swept.CompareAndSwap(last, now) {
 		sh.mu.Lock()
 		sh.sweep(now)
 		sh.mu.Unlock()
@@ -307,7 +325,7 @@ func (l *limiter) expireConfig(now int64) {
 // overallLog is log's common case, inlined: the Overall log, in use, when
 // no sweep is due; nil otherwise. l.mu is held.
 func (l *limiter) overallLog(c *conf, now int64) *log {
-	if c.Mode == redlimit.Overall && now-l.swept < c.lim.Interval && l.overall.epoch == c.Epoch && l.overall.State != nil {
+	if c.Mode == redlimit.Overall && now-l.swept < c.every && l.overall.epoch == c.Epoch && l.overall.State != nil {
 		return &l.overall
 	}
 	return nil
@@ -316,7 +334,7 @@ func (l *limiter) overallLog(c *conf, now int64) *log {
 // log returns the log that client uses under c, emptied if it belongs to
 // another epoch. l.mu is held.
 func (l *limiter) log(c *conf, client string, now int64) *log {
-	if now-l.swept >= c.lim.Interval {
+	if now-l.swept >= c.every {
 		// Forget the logs that hold nothing that can change an answer
 		// (such as the log of a PerClient client that went away), at most
 		// once per interval. A log of another epoch is kept until then, as
@@ -344,18 +362,18 @@ func (l *limiter) log(c *conf, client string, now int64) *log {
 // limit is the config's Limit, with the instant it took effect. l.mu is held.
 func (l *limiter) limit(c *conf) algorithm.Limit {
 	lim := c.lim
-	lim.Since = l.since
+	lim.Since = l.since / c.unit
 	return lim
 }
 
-// forgotten reports whether lg holds nothing at now: under the stored
+// forgotten reports whether lg holds nothing at now (µs): under the stored
 // config if it is lg's, else under lg's own. l.mu is held.
 func (l *limiter) forgotten(lg *log, now int64) bool {
 	var lim algorithm.Limit
 	if c := l.cfg.Load(); c != nil && c.Epoch == lg.epoch {
 		lim = l.limit(c)
 	}
-	return lg.Forgotten(now, lim)
+	return lg.Forgotten(now/unitOf(lg.State), lim)
 }
 
 // forget drops the logs that are forgotten at now. l.mu is held.
@@ -372,8 +390,6 @@ func (l *limiter) forget(now int64) {
 		l.clients = nil
 	}
 }
-
-func ms(t int64) time.Time { return time.UnixMilli(t) }
 
 // SetConfig implements redlimit.Store.
 func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config, how redlimit.SetMode) (redlimit.Config, bool, error) {
@@ -392,7 +408,7 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	}
 	sh := s.shard(name)
 	l := s.open(sh, name, true)
-	now := s.nowMS()
+	now := s.nowUS()
 	l.expireConfig(now)
 	old := l.cfg.Load()
 	switch {
@@ -424,7 +440,7 @@ func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error
 	if l == nil {
 		return redlimit.Config{}, redlimit.ErrNotInitialized
 	}
-	now := s.nowMS()
+	now := s.nowUS()
 	l.expireConfig(now)
 	c := l.cfg.Load()
 	s.done(sh, l, now)
@@ -440,7 +456,8 @@ type call struct {
 	l   *limiter
 	c   *conf
 	lim algorithm.Limit // c's, with the instant it took effect
-	now int64
+	now int64           // store time, µs
+	t   int64           // now in the rules' unit
 }
 
 // end unlocks the call's limiter (see Store.done).
@@ -457,7 +474,7 @@ func (s *Store) begin(ctx context.Context, name string, known *redlimit.Config) 
 	// that contending callers hold the lock shorter; a call that then finds
 	// a later instant in the state takes that one (time never runs
 	// backwards for a state).
-	now := s.nowMS()
+	now := s.nowUS()
 	sh := s.shard(name)
 	l := s.open(sh, name, known.Rate != 0)
 	var kc *conf // known, once checked
@@ -496,7 +513,7 @@ func (s *Store) begin(ctx context.Context, name string, known *redlimit.Config) 
 		l.cfg.Store(c)
 		l.since = now
 	}
-	return call{sh: sh, l: l, c: c, lim: l.limit(c), now: now}, nil
+	return call{sh: sh, l: l, c: c, lim: l.limit(c), now: now, t: now / c.unit}, nil
 }
 
 // abandon unlocks l after a call that failed before touching it, dropping
@@ -526,14 +543,15 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 	if lg == nil {
 		lg = k.l.log(k.c, key.Client, k.now)
 	}
-	d := lg.Acquire(k.now, k.lim, n, waitMS(maxWait))
+	u := k.c.unit
+	d := lg.Acquire(k.t, k.lim, n, waitUnits(maxWait, u))
 	// out is filled before the unlock, whose locked instruction drains
 	// these stores: the caller's wide loads of out then read the cache
 	// instead of stalling on stores still in flight.
-	out.Granted, out.Remaining, out.Wait, out.Now = d.Granted, d.Remaining, time.Duration(d.Wait)*time.Millisecond, ms(d.Now)
+	out.Granted, out.Remaining, out.Wait, out.Now = d.Granted, d.Remaining, time.Duration(d.Wait*u)*time.Microsecond, time.UnixMicro(d.Now*u)
 	if d.Granted {
 		if out.At = out.Now; d.At != d.Now {
-			out.At = ms(d.At)
+			out.At = time.UnixMicro(d.At * u)
 		}
 	} else if lb, ok := lg.State.(*leakybucket.State); ok {
 		// Full: refused even with no bound on the wait. A refusal changes
@@ -546,13 +564,14 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 	return out, nil
 }
 
-// waitMS turns a maximum wait into whole milliseconds (rounded down: a
-// reservation never ends later than the caller allowed); negative is unlimited.
-func waitMS(d time.Duration) int64 {
+// waitUnits turns a maximum wait into whole units of unit µs (rounded
+// down: a reservation never ends later than the caller allowed); negative
+// is unlimited.
+func waitUnits(d time.Duration, unit int64) int64 {
 	if d < 0 {
 		return algorithm.Unlimited
 	}
-	return d.Milliseconds()
+	return d.Microseconds() / unit
 }
 
 // Cancel implements redlimit.Store.
@@ -564,7 +583,7 @@ func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Con
 	if err != nil {
 		return 0, err
 	}
-	got := k.l.log(k.c, key.Client, k.now).Cancel(k.now, k.lim, at.UnixMilli(), n)
+	got := k.l.log(k.c, key.Client, k.now).Cancel(k.t, k.lim, at.UnixMicro()/k.c.unit, n)
 	s.end(&k)
 	return got, nil
 }
@@ -578,7 +597,7 @@ func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Co
 	if err != nil {
 		return 0, err
 	}
-	got := k.l.log(k.c, key.Client, k.now).Release(k.now, k.lim, n)
+	got := k.l.log(k.c, key.Client, k.now).Release(k.t, k.lim, n)
 	s.end(&k)
 	return got, nil
 }
@@ -589,7 +608,7 @@ func (s *Store) Available(ctx context.Context, key redlimit.Key, known redlimit.
 	if err != nil {
 		return 0, redlimit.Config{}, err
 	}
-	got := k.l.log(k.c, key.Client, k.now).Available(k.now, k.lim)
+	got := k.l.log(k.c, key.Client, k.now).Available(k.t, k.lim)
 	s.end(&k)
 	return got, k.c.Config, nil
 }
@@ -608,7 +627,7 @@ func (s *Store) admin(ctx context.Context, name string, f func(sh *shard, l *lim
 	if l == nil {
 		return false, nil
 	}
-	now := s.nowMS()
+	now := s.nowUS()
 	l.expireConfig(now)
 	ok := f(sh, l, now)
 	s.done(sh, l, now)
@@ -640,7 +659,7 @@ func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (boo
 		if l.cfg.Load() == nil {
 			return false
 		}
-		l.expiresAt = now + ttl.Milliseconds()
+		l.expiresAt = now + ttl.Microseconds()
 		return true
 	})
 }

@@ -52,7 +52,7 @@ func TestBatchDifferential(t *testing.T) {
 		}
 		reserved := map[int][]redlimit.Decision{}
 		for step := 0; step < 40; step++ {
-			clk.Advance(time.Duration(rng.Int64N(12)) * time.Millisecond)
+			clk.Advance(time.Duration(rng.Int64N(12_000)) * time.Microsecond) // sub-ms steps too
 			var works []*work
 			var wants [][]string
 			var errs []error
@@ -75,9 +75,9 @@ func TestBatchDifferential(t *testing.T) {
 					var err error
 					switch p := rng.IntN(10); {
 					case p < 6:
-						wait := []int64{0, -1, rng.Int64N(40)}[rng.IntN(3)]
+						wait := []int64{0, -1, rng.Int64N(40_000)}[rng.IntN(3)] // µs
 						batch[i] = call{opAcquire, n, wait}
-						maxWait := time.Duration(wait) * time.Millisecond
+						maxWait := time.Duration(wait) * time.Microsecond
 						if wait < 0 {
 							maxWait = -1
 						}
@@ -90,10 +90,10 @@ func TestBatchDifferential(t *testing.T) {
 						if d.Granted && d.Wait > 0 {
 							reserved[li] = append(reserved[li], d)
 						}
-						want[i] = fmt.Sprint(d.Granted, d.Remaining, d.Wait.Milliseconds(), atMS(d))
+						want[i] = fmt.Sprint(d.Granted, d.Remaining, d.Wait.Microseconds(), atUS(d))
 					case p < 7 && len(reserved[li]) > 0:
 						d := reserved[li][rng.IntN(len(reserved[li]))]
-						batch[i] = call{opCancel, n, d.At.UnixMilli()}
+						batch[i] = call{opCancel, n, d.At.UnixMicro()}
 						got, e := mem.Cancel(ctx, key, mc, d.At, n)
 						want[i], err = fmt.Sprint("cancel ", got), e
 					case p < 8:
@@ -157,11 +157,11 @@ func TestBatchDifferential(t *testing.T) {
 	t.Logf("%d runs, %d batches on one limiter each, %d calls, every answer identical", runs, batches, calls)
 }
 
-func atMS(d redlimit.Decision) int64 {
+func atUS(d redlimit.Decision) int64 {
 	if !d.Granted {
 		return 0
 	}
-	return d.At.UnixMilli()
+	return d.At.UnixMicro()
 }
 
 // TestConcurrentClientsOneStore: callers of several client IDs on one

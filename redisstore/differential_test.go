@@ -81,6 +81,9 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 	main := algs[rng.IntN(len(algs))]
 	randConfig := func() redlimit.Config {
 		c := redlimit.PerInterval(1+rng.Int64N(12), time.Duration(1+rng.Int64N(40))*time.Millisecond)
+		if rng.IntN(6) == 0 {
+			c.Rate = 1 + rng.Int64N(3000) // spacing down to a third of a µs
+		}
 		c.Algorithm = main
 		if rng.IntN(5) == 0 {
 			c.Algorithm = algs[rng.IntN(len(algs))]
@@ -142,12 +145,12 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 		key := redlimit.Key{Name: name, Client: client}
 		switch p := rng.IntN(100); {
 		case p < 45: // acquire, maybe waiting
-			most := max(cfg.Rate, cfg.Burst, cfg.Capacity)
+			most := min(cfg.MaxPermits(), 40)
 			n := 1 + rng.Int64N(most+1) // sometimes more than the most grantable
 			wait := time.Duration(0)
 			switch rng.IntN(4) {
 			case 0:
-				wait = time.Duration(rng.Int64N(60)) * time.Millisecond
+				wait = time.Duration(rng.Int64N(60_000)) * time.Microsecond
 			case 1:
 				wait = -1
 			}
@@ -251,8 +254,12 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 				// the PerClient state that survived still counts.
 				seen.Restored++
 			}
-		default: // time passes
-			clk.Advance(time.Duration(rng.Int64N(25)) * time.Millisecond)
+		default: // time passes, by whole ms or by µs
+			if rng.IntN(2) == 0 {
+				clk.Advance(time.Duration(rng.Int64N(25)) * time.Millisecond)
+			} else {
+				clk.Advance(time.Duration(rng.Int64N(2000)) * time.Microsecond)
+			}
 		}
 	}
 	seen.LocalRefusals += red.Stats().LocalRefusals

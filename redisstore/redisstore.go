@@ -15,6 +15,12 @@
 // (PerClient). Keys that hold only state expire on their own once idle long
 // enough that forgetting them changes no answer.
 //
+// Time is Redis TIME to the microsecond: the fixed window, the sliding
+// counter and the buckets keep their state in µs (the sliding log in ms, an
+// entry per ms). Their state carries a mark of that encoding: state written
+// in ms by an earlier redlimit is read as gone, as a reset would leave it,
+// never misread; configs are stored as before (the interval in whole ms).
+//
 // Calls made while others are in flight go together: those on one limiter
 // share one load and save of its state, and on one server (not a Cluster)
 // those on different limiters share one script run.
@@ -408,7 +414,7 @@ func (s *Store) nowArg() string {
 	if s.clock == nil {
 		return ""
 	}
-	return strconv.FormatInt(s.clock.Now().UnixMilli(), 10)
+	return strconv.FormatInt(s.clock.Now().UnixMicro(), 10)
 }
 
 // configArg is cfg as limiter.lua stores it, "algorithm mode rate interval
@@ -496,8 +502,9 @@ func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error
 	return decodeConfig(raw)
 }
 
-// reply is limiter.lua's answer. code: 1 granted (or done), 0 refused, 2
-// refused by a full leaky-bucket queue, -2 more permits than grantable.
+// reply is limiter.lua's answer; wait and now are in µs. code: 1 granted (or
+// done), 0 refused, 2 refused by a full leaky-bucket queue, -2 more permits
+// than grantable.
 type reply struct {
 	code, value, wait, now int64
 	// cfg is the stored config, shared by the replies of one work.
@@ -524,7 +531,7 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 	s.calls.Add(1)
 	if o == opAcquire && n == 1 {
 		if retry, now, cfg, ok := s.cachedRefusal(key, arg3); ok {
-			return reply{code: 0, value: 0, wait: retry.Milliseconds(), now: now.UnixMilli(), cfg: cfg}, nil
+			return reply{code: 0, value: 0, wait: retry.Microseconds(), now: now.UnixMicro(), cfg: cfg}, nil
 		}
 	}
 	sent, gen := s.localNow(), s.refusals.gen.Load()
@@ -557,15 +564,15 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 	}
 	wait := int64(-1)
 	if maxWait >= 0 {
-		wait = maxWait.Milliseconds()
+		wait = maxWait.Microseconds()
 	}
 	r, err := s.run(ctx, key, known, opAcquire, n, wait)
 	if err != nil {
 		return redlimit.Decision{}, err
 	}
-	d := redlimit.Decision{Granted: r.code == 1, Remaining: r.value, Wait: time.Duration(r.wait) * time.Millisecond, Now: time.UnixMilli(r.now), Config: *r.cfg, Full: r.code == 2}
+	d := redlimit.Decision{Granted: r.code == 1, Remaining: r.value, Wait: time.Duration(r.wait) * time.Microsecond, Now: time.UnixMicro(r.now), Config: *r.cfg, Full: r.code == 2}
 	if d.Granted {
-		d.At = time.UnixMilli(r.at())
+		d.At = time.UnixMicro(r.at())
 	}
 	return d, nil
 }
@@ -575,7 +582,7 @@ func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Con
 	if n <= 0 {
 		return 0, redlimit.ValidatePermits(n)
 	}
-	r, err := s.run(ctx, key, known, opCancel, n, at.UnixMilli())
+	r, err := s.run(ctx, key, known, opCancel, n, at.UnixMicro())
 	return r.value, err
 }
 

@@ -131,24 +131,27 @@ func (s *Store) cachedRefusal(key redlimit.Key, maxWait int64) (time.Duration, t
 	if !now.Before(r.valid) {
 		return 0, time.Time{}, nil, false
 	}
+	// The store's clock counts whole units: the retry-after is until less
+	// the unit now is in, as the store would answer (maxWait, in µs, is
+	// then compared as the script compares it).
+	now = now.Truncate(grain(r.cfg))
 	left := r.until.Sub(now)
-	left = left.Truncate(time.Millisecond) + roundUpMS(left)
 	// Only while nothing can be granted in the caller's wait; a caller who
 	// may wait long enough gets a reservation from the store.
-	if left <= 0 || maxWait < 0 || maxWait >= left.Milliseconds() {
+	if left <= 0 || maxWait < 0 || maxWait >= left.Microseconds() {
 		return 0, time.Time{}, nil, false
 	}
 	s.refusals.hits.Add(1)
 	return left, now, r.cfg, true
 }
 
-// roundUpMS is what left lacks to a whole millisecond, so that a cached
-// retry-after is never shorter than the store's.
-func roundUpMS(d time.Duration) time.Duration {
-	if d%time.Millisecond == 0 {
-		return 0
+// grain is the unit the store's clock counts in for cfg's algorithm: a
+// microsecond, or a millisecond for the sliding log (limiter.lua's unit).
+func grain(cfg *redlimit.Config) time.Duration {
+	if cfg.Algorithm == redlimit.SlidingLog {
+		return time.Millisecond
 	}
-	return time.Millisecond
+	return time.Microsecond
 }
 
 // noteAcquire records the answer to a call for n permits sent at sent.
@@ -161,8 +164,9 @@ func (s *Store) noteAcquire(key redlimit.Key, sent time.Time, gen uint64, n int6
 		if s.refusals.gen.Load() != gen {
 			return // permits may have been freed since: do not cache
 		}
-		wait := time.Duration(r.wait) * time.Millisecond
-		s.refusals.store(key, r.cfg.Mode, refusal{until: sent.Add(wait), valid: sent.Add(min(wait, s.refusalTTL)), cfg: r.cfg})
+		wait := time.Duration(r.wait) * time.Microsecond
+		until := sent.Truncate(grain(r.cfg)).Add(wait)
+		s.refusals.store(key, r.cfg.Mode, refusal{until: until, valid: sent.Add(min(wait, s.refusalTTL)), cfg: r.cfg})
 		if s.refusals.gen.Load() != gen {
 			s.refusals.drop(key) // a change came in between: take it back
 		}

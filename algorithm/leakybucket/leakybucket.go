@@ -25,11 +25,13 @@ type State struct {
 
 var _ algorithm.State = (*State)(nil)
 
-// ahead is how long the work queued ahead takes to drain, in whole
-// milliseconds rounded down: a queue that drains within this millisecond
-// lets the next request out now, so rates above one per millisecond pass
-// at their rate (spacing is exact at millisecond resolution).
-func ahead(d algorithm.Deficit, lim algorithm.Limit) int64 { return d.Owed / lim.Rate }
+// ahead is how long the work queued ahead takes to drain, rounded up to
+// the clock's unit (a microsecond in the stores): a request is let out at
+// the first instant its turn has come, never before, so grants are spaced
+// exactly Interval/Rate apart for every spacing of one unit or more.
+func ahead(d algorithm.Deficit, lim algorithm.Limit) int64 {
+	return algorithm.CeilDiv(d.Owed, lim.Rate)
+}
 
 // remaining: what a request could be granted at once: the queue's room, if
 // nothing is ahead of it.

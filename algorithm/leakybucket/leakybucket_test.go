@@ -39,14 +39,14 @@ func TestAcquireTable(t *testing.T) {
 	}
 }
 
-// With Rate 3 per 10 ms grants are 10/3 ms apart: instants at millisecond
-// resolution (rounded down), so successive grants are 3, 3, 4 ms apart, 10
-// ms for 3.
+// With Rate 3 per 10 units grants are 10/3 units apart: instants at the
+// clock's resolution, rounded up (never before their turn), so successive
+// grants are 4, 3, 3 units apart, 10 for 3.
 func TestFractionalSpacing(t *testing.T) {
 	lim := algorithm.Limit{Rate: 3, Interval: 10, Capacity: 10}
 	const b = lbBase
 	var s State
-	for i, want := range []int64{0, 3, 6, 10, 13, 16, 20} {
+	for i, want := range []int64{0, 4, 7, 10, 14, 17, 20} {
 		if d := s.Acquire(b, lim, 1, algorithm.Unlimited); !d.Granted || d.At != b+want {
 			t.Fatalf("grant %d: %+v; want at b+%d", i, d, want)
 		}
@@ -86,11 +86,11 @@ func TestCancelReleaseAvailableForgotten(t *testing.T) {
 }
 
 // lbModel is the queue as virtual scheduling, independent of the deficit and
-// expiry the rules keep: the queued work finishes at fin/Rate ms (fin counts
-// ms x Rate, so it stays an integer). A request is granted when the work
-// ahead has finished, at millisecond resolution: floor(max(fin,
-// now*Rate)/Rate) (work that drains within this millisecond is not
-// waited for); the queue holds max(0, fin - now*Rate) permits x Interval.
+// expiry the rules keep: the queued work finishes at fin/Rate (fin counts
+// time x Rate, so it stays an integer). A request is granted when the work
+// ahead has finished, at the clock's resolution: ceil(max(fin,
+// now*Rate)/Rate), never before; the queue holds max(0, fin - now*Rate)
+// permits x Interval.
 type lbModel struct{ fin int64 }
 
 func (m lbModel) owed(now int64, lim algorithm.Limit) int64 { return max(0, m.fin-now*lim.Rate) }
@@ -121,7 +121,7 @@ func TestPropertyQueue(t *testing.T) {
 		for step := 0; step < 100; step++ {
 			now += rng.Int64N(2*lim.Interval/lim.Rate + 2)
 			owed := m.owed(now, lim)
-			empty := owed < lim.Rate // less than a millisecond of work ahead
+			empty := owed == 0 // no work ahead
 			room := max(0, (lim.Capacity*lim.Interval-owed)/lim.Interval)
 			if !empty {
 				room = 0
@@ -150,13 +150,13 @@ func TestPropertyQueue(t *testing.T) {
 			d := s.Acquire(now, lim, n, wait)
 
 			start := max(m.fin, now*lim.Rate)
-			want := algorithm.Decision{Wait: owed / lim.Rate, Now: now}
+			want := algorithm.Decision{Wait: algorithm.CeilDiv(owed, lim.Rate), Now: now}
 			overflow := owed+n*lim.Interval > lim.Capacity*lim.Interval
 			if !overflow && (wait == algorithm.Unlimited || want.Wait <= wait) {
 				want.Granted, want.At = true, now+want.Wait
 				m.fin = start + n*lim.Interval
 			}
-			if after := m.owed(now, lim); after < lim.Rate {
+			if after := m.owed(now, lim); after == 0 {
 				want.Remaining = max(0, (lim.Capacity*lim.Interval-after)/lim.Interval)
 			}
 			if d != want {
@@ -208,21 +208,25 @@ func BenchmarkAcquire(b *testing.B) {
 	}
 }
 
-// Above one per millisecond, requests that never wait pass at the rate: a
-// queue that drains within the millisecond is not waited for.
+// At one per microsecond (10^6 per second, the finest spacing the stores'
+// clock tells apart), requests that never wait pass at the rate. Faster,
+// a request that never waits still gets one per microsecond: a second one
+// in the same microsecond would come before its turn.
 func TestFastRateTryAcquire(t *testing.T) {
-	lim := algorithm.Limit{Rate: 10_000, Interval: 1000, Capacity: 100} // 10 per ms
-	var s State
-	granted := 0
-	for ms := int64(0); ms < 100; ms++ {
-		for i := 0; i < 20; i++ {
-			if s.Acquire(lbBase+ms, lim, 1, 0).Granted {
-				granted++
+	for _, perUS := range []int64{1, 2} {
+		lim := algorithm.Limit{Rate: perUS * 1_000_000, Interval: 1_000_000, Capacity: 100}
+		var s State
+		granted := 0
+		for us := int64(0); us < 1000; us++ {
+			for i := 0; i < 3; i++ {
+				if s.Acquire(lbBase+us, lim, 1, 0).Granted {
+					granted++
+				}
 			}
 		}
-	}
-	if granted != 1000 {
-		t.Fatalf("%d granted in 100 ms at 10 per ms; want 1000", granted)
+		if granted != 1000 {
+			t.Fatalf("%d granted in 1000 µs at %d per µs by TryAcquire; want 1000", granted, perUS)
+		}
 	}
 }
 
@@ -255,5 +259,27 @@ func TestConfigChangeKeepsTheWaitersOrder(t *testing.T) {
 	}
 	if d := s.Acquire(b+310, lowered, 1, algorithm.Unlimited); !d.Granted || d.At != b+430 {
 		t.Fatalf("next: %+v; want at b+430, 100 ms later", d)
+	}
+}
+
+// Spacing that is not a whole number of milliseconds is kept to the
+// microsecond: 12 per 10 ms (833.3 µs apart), capacity 18. After 11 permits
+// at 24 ms, 17 more fit the queue at 33 ms, but the work ahead drains only
+// at 33.1667 ms: they are granted at 33.167 ms, never before.
+func TestSubMillisecondSpacing(t *testing.T) {
+	const b, ms = lbBase * 1000, 1000 // microseconds
+	lim := algorithm.Limit{Rate: 12, Interval: 10 * ms, Capacity: 18}
+	var s State
+	if d := s.Acquire(b+24*ms, lim, 11, 0); !d.Granted {
+		t.Fatalf("11 at 24 ms: %+v", d)
+	}
+	if d := s.Acquire(b+33*ms, lim, 17, 0); d.Granted || d.Wait != 167 {
+		t.Fatalf("17 at 33 ms without waiting: %+v; want refused, retry after 167 µs", d)
+	}
+	if d := s.Acquire(b+33*ms+166, lim, 17, 0); d.Granted || d.Wait != 1 {
+		t.Fatalf("17 at 33.166 ms: %+v; want refused, retry after 1 µs", d)
+	}
+	if d := s.Acquire(b+33*ms, lim, 17, algorithm.Unlimited); !d.Granted || d.At != b+33*ms+167 {
+		t.Fatalf("17 at 33 ms, waiting: %+v; want granted at 33.167 ms", d)
 	}
 }

@@ -16,8 +16,11 @@
 // and interval (a longer interval keeps them longer, a lower rate refuses
 // until enough have aged out).
 //
-// Times are integer milliseconds of the store's clock. The functions here never
-// read a clock: "now" is an argument.
+// Times are integer milliseconds of the store's clock, where the other
+// algorithms count microseconds: a log's entries are per millisecond, so its
+// grants, waits and retry-afters are whole milliseconds (a request within a
+// millisecond counts at its start). The functions here never read a clock:
+// "now" is an argument.
 package slidinglog
 
 import "github.com/redlimit/redlimit/algorithm"

@@ -393,3 +393,75 @@ func TestConfigChangeKeepsTheWaitersOrder(t *testing.T) {
 		t.Fatalf("second newcomer: %+v; want at b+%dms", d, last+20-b)
 	}
 }
+
+// TestAgreesWithXTimeRateMicroseconds holds the rules, counting time in
+// microseconds as the stores do, to x/time/rate with calls 100 µs apart (and
+// a few µs more or less) on a fake clock: rates from 1000 to 10^6 per
+// second, whose spacing is not a whole number of milliseconds. Decisions
+// are equal call by call; a reservation's instant is x/time/rate's rounded
+// up to the µs. The rates have no factor 2 or 5 so that no call falls on
+// an instant where a token is exactly complete, where x/time/rate's float
+// arithmetic could round either way.
+func TestAgreesWithXTimeRateMicroseconds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	const b = tbBase * 1000 // µs
+	base := time.UnixMicro(b)
+	granted, reserved := 0, 0
+	for trace := 0; trace < 200; trace++ {
+		R := 1001 + 2*rng.Int64N(499_000)
+		for R%5 == 0 {
+			R += 2
+		}
+		B := 1 + rng.Int64N(10)
+		lim := algorithm.Limit{Rate: R, Interval: 1_000_000, Burst: B}
+		ref := rate.NewLimiter(rate.Limit(R), int(B))
+		var s State
+		off := int64(0)
+		for step := 0; step < 200; step++ {
+			off += 100 + rng.Int64N(7) - 3
+			now, at := b+off, base.Add(time.Duration(off)*time.Microsecond)
+			n := 1 + rng.Int64N(B)
+			if rng.IntN(8) > 0 {
+				want := ref.AllowN(at, int(n))
+				if d := s.Acquire(now, lim, n, 0); d.Granted != want {
+					t.Fatalf("trace %d (%d/s, burst %d) +%dµs AllowN(%d): x/time/rate %v, ours %+v", trace, R, B, off, n, want, d)
+				}
+				if want {
+					granted++
+				}
+				continue
+			}
+			r := ref.ReserveN(at, int(n))
+			wantAt := at.Add(r.DelayFrom(at))
+			d := s.Acquire(now, lim, n, algorithm.Unlimited)
+			if got := time.UnixMicro(d.At); !d.Granted || got.Before(wantAt) || got.Sub(wantAt) >= time.Microsecond {
+				t.Fatalf("trace %d (%d/s, burst %d) +%dµs ReserveN(%d): x/time/rate at %v, ours %+v", trace, R, B, off, n, wantAt.Sub(base), d)
+			}
+			reserved++
+		}
+	}
+	t.Logf("%d grants and %d reservations agreed", granted, reserved)
+}
+
+// The example of a rate above one per millisecond: 3000 per second, burst 1,
+// asked every 100 µs for a second, grants 2500 (a token every 333.3 µs,
+// taken at the next call), as x/time/rate's NewLimiter(3000, 1) does; a clock
+// of whole ms gave 1000.
+func TestSubMillisecondRate(t *testing.T) {
+	const b = tbBase * 1000 // µs
+	lim := algorithm.Limit{Rate: 3000, Interval: 1_000_000, Burst: 1}
+	ref := rate.NewLimiter(3000, 1)
+	var s State
+	ours, theirs := 0, 0
+	for us := int64(0); us < 1_000_000; us += 100 {
+		if s.Acquire(b+us, lim, 1, 0).Granted {
+			ours++
+		}
+		if ref.AllowN(time.UnixMicro(b+us), 1) {
+			theirs++
+		}
+	}
+	if ours != 2500 || theirs != 2500 {
+		t.Fatalf("granted in 1 s: ours %d, x/time/rate %d; want 2500", ours, theirs)
+	}
+}

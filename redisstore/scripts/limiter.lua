@@ -13,16 +13,23 @@
 -- different limiters on one server): KEYS and ARGV hold one group per
 -- limiter, taken one after another, each with the rules below.
 --
+-- Time is in microseconds since the Unix epoch (Redis TIME has them), so the
+-- fixed window, the sliding counter and the buckets keep to their spacing
+-- for rates up to 10^6 per second. The sliding log counts milliseconds
+-- inside (its list has an entry per ms): its instants, waits and
+-- retry-afters are whole ms, still sent and answered in µs. Every value
+-- stays below 2^53, exact as a Lua number (redlimit.MaxCountTimesInterval).
+--
 -- KEYS, four per limiter:
---   1 the limiter hash: field c, its config, field t, the instant it took
---     effect (set with it: the buckets count the time before it at the
+--   1 the limiter hash: field c, its config, field t, the instant (µs) it
+--     took effect (set with it: the buckets count the time before it at the
 --     config their state was last changed under), and field s, its Overall
 --     state. It persists until Delete or Expire; the state counts as empty
 --     past its expiry.
 --   2 the Overall sliding-log list: [at1, permits1, at2, permits2, ...],
 --     oldest first (the only algorithm whose state is a list)
 --   3 this client's state (PerClient; a string with a TTL), 4 its sliding-log list
--- ARGV[1] now in ms, or "" to read Redis TIME (the default: one clock for all clients)
+-- ARGV[1] now in µs, or "" to read Redis TIME (the default: one clock for all clients)
 -- then per limiter:
 --   the config the client knows, "algorithm mode rate interval epoch burst
 --   capacity" (interval in ms), restored when the stored one is missing;
@@ -30,7 +37,8 @@
 --   the number of calls, then the calls, three arguments each:
 --     op    "acquire" | "cancel" | "release" | "available"
 --     n     permits (acquire, cancel, release)
---     arg   acquire: maximum wait in ms (-1: no bound); cancel: instant of the reservation
+--     arg   acquire: maximum wait in µs (-1: no bound); cancel: instant of the
+--           reservation, in µs
 --
 -- A config and a state are each one string, read and written whole: in
 -- Redis's Lua every field, table and string costs, and this keeps a
@@ -38,9 +46,13 @@
 -- saw; past expiry it counts as empty) followed by, per algorithm: total
 -- (sliding-log); start permits start permits ... of its windows, oldest
 -- first (fixed-window); the tail, then the windows (sliding-counter); owed
--- scale rate burst, the config owed is counted under (buckets). Instants after the first are offsets from it. A client's
--- state starts with the epoch of its config; one of another epoch is gone
--- (a reset). The Overall state goes with its epoch (setconfig.lua).
+-- scale rate burst, the config owed is counted under (buckets). Instants
+-- after the first are offsets from it. The states in µs (all but the
+-- sliding log's, in ms) start with the mark "u": one without it was written
+-- in ms by an older redlimit and is gone, as a state of another epoch (and
+-- such a redlimit, finding no number first, takes ours as gone too). A
+-- client's state starts with the epoch of its config; one of another epoch
+-- is gone (a reset). The Overall state goes with its epoch (setconfig.lua).
 --
 -- Reply: one MessagePack array (cmsgpack.pack), per limiter: now, flag, then
 --   flag -1: not initialized, -3: stored config unreadable (nothing follows)
@@ -50,7 +62,7 @@
 --   code  1 granted / done, 0 refused, 2 refused: a leaky bucket's queue is full,
 --         -2 permits exceed the most grantable at once
 --   value acquire, available: permits left; cancel, release: permits handed back
---   wait  acquire: ms from now until the grant (granted: at now + wait), or
+--   wait  acquire: µs from now until the grant (granted: at now + wait), or
 --         the retry-after (refused)
 -- Errors are replies, never raw Lua errors; a limiter whose keys hold what
 -- redlimit did not write answers -3 alone.
@@ -68,6 +80,7 @@ local keys, argv, injected, start
 
 -- The limiter being served: set by load.
 local now, alg, mode, rate, interval, epoch, burst, capacity, most
+local unit -- the limiter's unit of time in µs: 1000 (sliding log) or 1
 local since -- when the stored config took effect (field t; 0: unknown)
 local perClient, stateKey, listKey, hasList
 local S, W -- state fields (numbers), windows (fixed-window, sliding-counter)
@@ -138,6 +151,10 @@ local function load(k, a)
   if not c then return -3 end
   alg, mode, epochText, rate, interval, epoch, burst, capacity, most =
     c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]
+  -- The sliding log counts ms (its entries are per ms), the others µs.
+  unit = 1
+  if alg == 'sliding-log' then unit = 1000 end
+  now, interval = floor(start / unit), interval * 1000 / unit
 
   perClient = mode == 'per-client'
   stateKey, listKey = keys[k + 1], keys[k + 2]
@@ -152,12 +169,19 @@ local function load(k, a)
   if st then
     -- The Overall state always belongs to the config (setconfig.lua drops
     -- it with the epoch); a client's carries its epoch first.
-    local i, same = 0, not perClient
+    -- A state counted in µs starts with its mark; one without it was
+    -- written in ms by an older redlimit, and is gone (a new epoch).
+    local i, same, mark = 0, not perClient, unit == 1
     if perClient then i = -1 end
     for v in string.gmatch(st, '%S+') do
       if i == -1 then
         same = v == epochText
         if not same then break end
+      elseif mark then
+        same = v == 'u'
+        if not same then break end
+        mark = false
+        i = i - 1
       else
         local x = tonumber(v)
         if not x then
@@ -236,7 +260,8 @@ local function flush()
     return
   end
   -- Instants are written after the first as offsets from it: shorter, so
-  -- the limiter hash stays in Redis's compact encoding.
+  -- the limiter hash stays in Redis's compact encoding. A state in µs
+  -- starts with its mark, u.
   local l = S.l
   local st
   if alg == 'sliding-log' then
@@ -252,10 +277,11 @@ local function flush()
   else
     st = fmt('%d %d %d %d %d %d', l, S.x - l, S.o, S.s, S.r, S.b)
   end
+  if unit == 1 then st = 'u ' .. st end
   if perClient then st = epochText .. ' ' .. st end
   -- With a caller's clock Redis still expires keys by its own, so keep them
   -- a minute longer (the expiry in the state decides when it counts as empty).
-  local ttl = S.x - now
+  local ttl = ceildiv((S.x - now) * unit, 1000) -- ms
   if injected then ttl = ttl + 60000 end
   if ttl < 1 then ttl = 1 end
   if perClient then
@@ -276,7 +302,7 @@ local out
 -- works out itself, so at is not sent.
 local function reply(code, value, wait, at)
   local k = #out
-  out[k + 1], out[k + 2], out[k + 3] = code, value, wait
+  out[k + 1], out[k + 2], out[k + 3] = code, value, wait * unit
 end
 
 ---------------------------------------------------------------- sliding-log
@@ -632,7 +658,7 @@ end
 -- Both keep a deficit (algorithm.Deficit): owed = permits x scale still to drain.
 local function b_remaining(leaky, owed)
   if leaky then
-    if floor(owed / rate) > 0 then return 0 end
+    if owed > 0 then return 0 end -- work ahead: none at once
     return later(floor((capacity * interval - owed) / interval), 0)
   end
   return later(floor((burst * interval - owed) / interval), 0)
@@ -716,7 +742,7 @@ local function bucket(leaky, op, n, arg3)
   -- acquire
   local wait, refuse
   if leaky then
-    wait = floor(owed / rate) -- whole ms of work ahead, rounded down
+    wait = ceildiv(owed, rate) -- the work ahead, rounded up to a whole µs
     local limit = (capacity - n) * interval
     refuse = owed > limit and ceildiv(owed - limit, rate) > 0
   else
@@ -758,11 +784,15 @@ local function serve(k, a, calls, head)
       reply(-2, 0, 0, 0)
     else
       begin()
-      handle(op, n, tonumber(argv[i + 2]))
+      -- A wait or an instant in µs, in the limiter's unit (a wait rounded
+      -- down: never longer than the caller allowed).
+      local a3 = tonumber(argv[i + 2])
+      if a3 > 0 then a3 = floor(a3 / unit) end
+      handle(op, n, a3)
     end
   end
   flush()
-  out[head] = now
+  out[head] = now * unit
 end
 
 -- main serves one run. The file is loaded both as a script (EVALSHA, with
@@ -777,7 +807,7 @@ local function main(runKeys, runArgv)
     start = tonumber(argv[1])
   else
     local t = redis.call('TIME')
-    start = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+    start = tonumber(t[1]) * 1000000 + tonumber(t[2])
   end
   local k, a = 0, 2
   while a + 1 <= #argv do

@@ -5,7 +5,7 @@
 -- ARGV[1] how: "if-absent" | "keep" | "reset"
 -- ARGV[2] the config, "algorithm mode rate interval epoch burst capacity",
 --         with a fresh epoch
--- ARGV[3] now in ms, or "" to read Redis TIME: the instant the config takes
+-- ARGV[3] now in µs, or "" to read Redis TIME: the instant the config takes
 --         effect (field t), from which the buckets count time at its rate
 --
 -- Reply: {set (1 or 0), the config stored afterwards}. "keep" keeps the
@@ -29,7 +29,7 @@ end
 local now = ARGV[3]
 if now == '' then
   local t = redis.call('TIME')
-  now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  now = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
 end
 redis.call('HSET', KEYS[1], 'c', cfg, 't', now)
 return {1, cfg}

@@ -13,6 +13,12 @@ package algorithm
 // promised beyond the bucket (reservations still waiting, a leaky bucket's
 // queue) keeps the instant it drains at: no new request is granted before
 // a waiter already promised an instant.
+//
+// A state knows only its own config and the latest change: after several
+// changes with no call on it in between, it drains at its own config up to
+// the latest one. The stores bring a limiter's Overall state to each change
+// as it is made; a PerClient state (one per client, not all within reach)
+// is brought there by its client's next call.
 type Deficit struct {
 	// Owed is permits x Scale still to drain; 0 is a full token bucket or an
 	// empty leaky-bucket queue.

@@ -423,8 +423,21 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	p, _ := s.intern(c) // c is normalized
 	l.cfg.Store(p)
 	l.since = now
+	if how == redlimit.SetKeepState && touches(p) && l.overall.State != nil && l.overall.epoch == c.Epoch {
+		// The Overall state is brought to the change at once, as
+		// redisstore does: another change before any call then does not
+		// lose this one (algorithm.Limit.Since).
+		l.overall.Release(now/p.unit, l.limit(p), 0)
+	}
 	s.done(sh, l, now)
 	return c, true, nil
+}
+
+// touches reports whether a SetRate keeping the state brings c's Overall
+// state to the change at once: the buckets, whose state counts time at the
+// config it was last changed under.
+func touches(c *conf) bool {
+	return c.Mode == redlimit.Overall && (c.Algorithm == redlimit.TokenBucket || c.Algorithm == redlimit.LeakyBucket)
 }
 
 // Config implements redlimit.Store.

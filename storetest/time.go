@@ -150,6 +150,18 @@ func testSetRateAccountsThePast(e *env) {
 		if n := e.available(l); n != 7 {
 			e.t.Fatalf("%s: %d tokens 20 ms after the change, want 7", name, n)
 		}
+		if mode == redlimit.Overall {
+			// Lowered again with no grant in between: the 20 ms at 100/s
+			// still count (the Overall state was brought to the first
+			// change when it was made).
+			if err := admin.SetRate(e.ctx, redlimit.TokenBucketConfig(1, time.Second, 10).WithMode(mode)); err != nil {
+				e.t.Fatal(err)
+			}
+			e.clock.Advance(time.Second)
+			if n := e.available(l); n != 8 {
+				e.t.Fatalf("%s: %d tokens 1 s after lowering it again, want 8", name, n)
+			}
+		}
 
 		// 10/s, burst 10, emptied; lowered to 1/s 500 ms later: 5 tokens,
 		// 5 still at 1 s (5.5), where the old rate would have refilled it.

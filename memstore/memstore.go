@@ -126,7 +126,7 @@ type limiter struct {
 	// it only to skip validating a known config equal to it.
 	cfg       atomic.Pointer[conf]
 	expiresAt int64 // µs; 0: the config does not expire
-	since     int64 // µs: when cfg took effect (algorithm.Limit.Since)
+	since     int64 // µs: when cfg took effect, keeping the epoch (algorithm.Limit.Since); 0: unknown
 	overall   log
 	clients   map[string]*log // PerClient logs; nil while there is none
 	swept     int64           // µs of the last sweep of idle logs
@@ -420,9 +420,13 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	default:
 		c.Epoch = redlimit.NewEpoch()
 	}
+	kept := old != nil && old.Epoch == c.Epoch
 	p, _ := s.intern(c) // c is normalized
 	l.cfg.Store(p)
-	l.since = now
+	l.since = 0 // a new epoch: its states are fresh
+	if kept {
+		l.since = now
+	}
 	if how == redlimit.SetKeepState && touches(p) && l.overall.State != nil && l.overall.epoch == c.Epoch {
 		// The Overall state is brought to the change at once, as
 		// redisstore does: another change before any call then does not
@@ -524,7 +528,7 @@ func (s *Store) begin(ctx context.Context, name string, known *redlimit.Config) 
 		}
 		c = kc
 		l.cfg.Store(c)
-		l.since = now
+		l.since = 0 // unknown: the states left count at the restored config
 	}
 	return call{sh: sh, l: l, c: c, lim: l.limit(c), now: now, t: now / c.unit}, nil
 }

@@ -5,8 +5,9 @@
 -- ARGV[1] how: "if-absent" | "keep" | "reset"
 -- ARGV[2] the config, "algorithm mode rate interval epoch burst capacity",
 --         with a fresh epoch
--- ARGV[3] now in µs, or "" to read Redis TIME: the instant the config takes
---         effect (field t), from which the buckets count time at its rate
+-- ARGV[3] now in µs, or "" to read Redis TIME: the instant a config that
+--         keeps the epoch takes effect (field t), from which the buckets
+--         count time at its rate; a new epoch has no field t
 --
 -- Reply: {set (1 or 0), the config stored afterwards}. "keep" keeps the
 -- epoch when the algorithm stays the same, so permits granted still count;
@@ -22,9 +23,12 @@ if cur then curAlg, curEpoch = string.match(cur, '^(%S+) %S+ %S+ %S+ (%S+) ') en
 if ARGV[1] == 'keep' and curEpoch and curAlg == alg then epoch = curEpoch end
 local cfg = table.concat({alg, mode, rate, interval, epoch, rest}, ' ')
 if epoch ~= curEpoch then
-  -- A new epoch: the Overall state goes.
-  redis.call('HDEL', KEYS[1], 's')
+  -- A new epoch: the Overall state goes, and with it the instant of the
+  -- last change, which only the state of a kept epoch needs.
+  redis.call('HDEL', KEYS[1], 's', 't')
   redis.call('DEL', KEYS[2])
+  redis.call('HSET', KEYS[1], 'c', cfg)
+  return {1, cfg}
 end
 local now = ARGV[3]
 if now == '' then

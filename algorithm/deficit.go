@@ -53,12 +53,12 @@ func (d *Deficit) drain(t int64) {
 	}
 }
 
-// MaxOwed bounds a deficit re-expressed under a faster config: beyond it
-// (2^53, what Lua numbers hold exactly) the work is counted as MaxOwed.
-const MaxOwed int64 = 1 << 53
+// maxOwed bounds a deficit re-expressed under a faster config: beyond it
+// (2^53, what Lua numbers hold exactly) the work is counted as maxOwed.
+const maxOwed int64 = 1 << 53
 
 // rebase re-expresses the deficit under lim. Tokens the bucket holds carry
-// over, capped at the new burst (missing ones are rescaled, rounded up);
+// over, capped at the new burst (rescaled, rounded down);
 // work beyond the bucket keeps its drain time, rounded up to the clock's
 // unit, so that it still drains when its waiters were promised.
 func (d *Deficit) rebase(lim Limit) {
@@ -66,18 +66,36 @@ func (d *Deficit) rebase(lim Limit) {
 	if d.Owed > full {
 		t := CeilDiv(d.Owed-full, d.Rate)
 		base := lim.Burst * lim.Interval
-		if t > (MaxOwed-base)/lim.Rate {
-			d.Owed = MaxOwed
+		if t > (maxOwed-base)/lim.Rate {
+			d.Owed = maxOwed
 		} else {
 			d.Owed = base + t*lim.Rate
 		}
 	} else {
-		// owed/old*new, rounded up: q whole permits and a remainder.
-		q, r := d.Owed/d.Scale, d.Owed%d.Scale
-		missing := q*lim.Interval + CeilDiv(r*lim.Interval, d.Scale)
-		d.Owed = max(0, missing+(lim.Burst-d.Burst)*lim.Interval)
+		// The tokens left, in the new scale (rounded down), at most the
+		// new burst.
+		d.Owed = max(0, lim.Burst*lim.Interval-rescale(full-d.Owed, d.Scale, lim.Interval, lim.Burst))
 	}
 	d.Rate, d.Scale, d.Burst = lim.Rate, lim.Interval, lim.Burst
+}
+
+// rescaleFraction is the resolution, in parts of a permit, of rescale's
+// fraction: small enough that a remainder (below MaxBucketInterval in µs)
+// times it, and it times an interval, stay below 2^53 (exact in Lua).
+const rescaleFraction = 1 << 16
+
+// rescale re-expresses v permits x from as permits x to, rounded down, and
+// capped at most x to when it would be more: whole permits exactly, the
+// fraction of one to 1/65536 of a permit, so that no product leaves 2^53.
+func rescale(v, from, to, most int64) int64 {
+	if from == to {
+		return min(v, most*to)
+	}
+	q, r := v/from, v%from
+	if q >= most {
+		return most * to
+	}
+	return q*to + r*rescaleFraction/from*to/rescaleFraction
 }
 
 // Advance moves the deficit to now under lim and returns the effective now.

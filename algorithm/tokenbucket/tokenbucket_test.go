@@ -465,3 +465,26 @@ func TestSubMillisecondRate(t *testing.T) {
 		t.Fatalf("granted in 1 s: ours %d, x/time/rate %d; want 2500", ours, theirs)
 	}
 }
+
+// An interval change on a bucket near the caps (100000 per 24 h, interval
+// in µs) carries the tokens over without leaving 2^53: 50000.5 tokens stay
+// 50000.5, the half token completing at the new rate.
+func TestConfigChangeRescalesLargeIntervals(t *testing.T) {
+	const b = tbBase * 1000 // µs
+	day, hours23 := int64(86_400_000_000), int64(82_800_000_000)
+	old := algorithm.Limit{Rate: 100_000, Interval: day, Burst: 100_000}
+	var s State
+	if d := s.Acquire(b, old, 100_000, 0); !d.Granted {
+		t.Fatalf("emptying: %+v", d)
+	}
+	// 50000.5 tokens come back in 43200.432 s at 100000 per day.
+	now := b + 43_200_432_000
+	lim := algorithm.Limit{Rate: 100_000, Interval: hours23, Burst: 100_000, Since: now}
+	if got := s.Available(now, lim); got != 50_000 {
+		t.Fatalf("Available after the change = %d, want 50000", got)
+	}
+	// Half a token at 100000 per 23 h: 414 ms.
+	if d := s.Acquire(now, lim, 50_001, algorithm.Unlimited); !d.Granted || d.Wait != 414_000 {
+		t.Fatalf("50001 tokens: %+v; want a wait of 414 ms", d)
+	}
+}

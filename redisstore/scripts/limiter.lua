@@ -684,7 +684,7 @@ local function b_drain(owed, l, t, r)
   return owed
 end
 
-local maxOwed = 2 ^ 53 -- algorithm.MaxOwed
+local maxOwed = 2 ^ 53 -- algorithm.maxOwed
 
 -- b_advance brings the deficit to now under the config (Deficit.Advance):
 -- a config that took effect after the state last changed applies from
@@ -706,9 +706,17 @@ local function b_advance()
       local base = burst * interval
       if t > floor((maxOwed - base) / rate) then owed = maxOwed else owed = base + t * rate end
     elseif owed > 0 then
-      -- Tokens carry over, capped at the new burst.
-      local q, rem = floor(owed / scale), owed % scale
-      owed = later(0, q * interval + ceildiv(rem * interval, scale) + (burst - b) * interval)
+      -- Tokens carry over, capped at the new burst (algorithm rescale).
+      local tokens, t = full - owed, 0
+      if scale == interval then
+        t = tokens
+        if t > burst * interval then t = burst * interval end
+      else
+        local q, rem = floor(tokens / scale), tokens % scale
+        if q >= burst then t = burst * interval
+        else t = q * interval + floor(floor(rem * 65536 / scale) * interval / 65536) end
+      end
+      owed = later(0, burst * interval - t)
     end
   end
   return b_drain(owed, l, now, rate)

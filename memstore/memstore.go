@@ -126,7 +126,7 @@ type limiter struct {
 	// it only to skip validating a known config equal to it.
 	cfg       atomic.Pointer[conf]
 	expiresAt int64 // µs; 0: the config does not expire
-	since     int64 // µs: when cfg took effect, keeping the epoch (algorithm.Limit.Since); 0: unknown
+	since     int64 // µs: when cfg took effect keeping the epoch, or was restored (algorithm.Limit.Since); 0: unknown
 	overall   log
 	clients   map[string]*log // PerClient logs; nil while there is none
 	swept     int64           // µs of the last sweep of idle logs
@@ -528,7 +528,7 @@ func (s *Store) begin(ctx context.Context, name string, known *redlimit.Config) 
 		}
 		c = kc
 		l.cfg.Store(c)
-		l.since = 0 // unknown: the states left count at the restored config
+		l.since = now // the states left (a client's) count at their own config until now
 	}
 	return call{sh: sh, l: l, c: c, lim: l.limit(c), now: now, t: now / c.unit}, nil
 }

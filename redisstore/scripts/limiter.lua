@@ -22,9 +22,9 @@
 --
 -- KEYS, four per limiter:
 --   1 the limiter hash: field c, its config, field t, the instant (µs) it
---     took effect when it kept the epoch of another (the buckets count the
---     time before it at the config their state was last changed under;
---     absent: as if always), and field s, its Overall
+--     took effect when it kept the epoch of another or was restored (the
+--     buckets count the time before it at the config their state was last
+--     changed under; absent: as if always), and field s, its Overall
 --     state. It persists until Delete or Expire; the state counts as empty
 --     past its expiry.
 --   2 the Overall sliding-log list: [at1, permits1, at2, permits2, ...],
@@ -137,9 +137,10 @@ local function load(k, a)
     if argv[a] == '' then return -1 end
     cfg, st = argv[a], false
     -- A limiter hash without a config holds no state either.
-    if got[2] or got[3] then redis.call('HDEL', keys[k + 1], 's', 't') end
-    since = 0 -- unknown: the states left count at the restored config
-    redis.call('HSET', keys[k + 1], 'c', cfg)
+    if got[2] then redis.call('HDEL', keys[k + 1], 's') end
+    -- The states left (a client's) count at their own config until now.
+    since = now
+    redis.call('HSET', keys[k + 1], 'c', cfg, 't', str(since))
   elseif cfg ~= argv[a] then
     flag = 1
   end

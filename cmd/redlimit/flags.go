@@ -188,5 +188,3 @@ func given(fs *flag.FlagSet) map[string]bool {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	return set
 }
-
-// configJSON is a config in JSON output. Burst and capacity appear with

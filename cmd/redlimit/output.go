@@ -34,6 +34,7 @@ func (c *cli) fail(cmd *command, err error) int {
 	return c.errorf(cmd, "%s", msg)
 }
 
+// configJSON is a config in JSON output. Burst and capacity appear with
 // the algorithms they belong to.
 type configJSON struct {
 	Algorithm  string `json:"algorithm"`

@@ -12,18 +12,26 @@ import (
 	"github.com/redlimit/redlimit/redissonstore"
 )
 
-// TestRedissonCommands: a limiter written in Redisson's layout (as a Java
-// service would) is shown by get --redisson and migrated by migrate, after
-// which the native limiter is exactly as exhausted.
-func TestRedissonCommands(t *testing.T) {
+// redissonSide starts a Redis and returns it with a fake clock and a store
+// in Redisson's layout on that clock: the Java side the commands read.
+func redissonSide(t *testing.T) (*redistest.Server, *clock.Fake, *redissonstore.Store) {
+	t.Helper()
 	srv := redistest.Start(t)
 	fake := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	d := deps{Clock: fake}
-	ctx := context.Background()
 	java, err := redissonstore.New(srv.Client(t), redissonstore.WithClock(fake))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return srv, fake, java
+}
+
+// TestRedissonCommands: a limiter written in Redisson's layout (as a Java
+// service would) is shown by get --redisson and migrated by migrate, after
+// which the native limiter is exactly as exhausted.
+func TestRedissonCommands(t *testing.T) {
+	srv, fake, java := redissonSide(t)
+	d := deps{Clock: fake}
+	ctx := context.Background()
 	l, _ := redlimit.New(java, "orders", redlimit.WithClock(fake))
 	if _, err := l.TrySetRate(ctx, redlimit.PerInterval(2, time.Minute)); err != nil {
 		t.Fatal(err)
@@ -82,14 +90,9 @@ func TestRedissonCommands(t *testing.T) {
 // limiter lists the state of every client it finds (or of those named); on
 // a missing limiter, or keys without a config, it exits 2 saying so.
 func TestGetRedissonPerClientAndMissing(t *testing.T) {
-	srv := redistest.Start(t)
-	fake := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	srv, fake, java := redissonSide(t)
 	d := deps{Clock: fake}
 	ctx := context.Background()
-	java, err := redissonstore.New(srv.Client(t), redissonstore.WithClock(fake))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, client := range []string{"svc-a", "svc-b"} {
 		l, _ := redlimit.New(java, "per", redlimit.WithClock(fake), redlimit.WithClientID(client))
 		if err := l.SetRate(ctx, redlimit.PerInterval(3, time.Minute).WithMode(redlimit.PerClient)); err != nil {

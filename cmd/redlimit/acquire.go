@@ -72,14 +72,11 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 		return c.errorf(cmd, "invalid --wait %s: must not be negative", *wait)
 	}
 	// Waiting for the permits is part of the call.
-	ctx, cancel := sf.bound(ctx, *wait)
-	defer cancel()
-	l, closeStore, err := c.openLimiter(&sf, name, opts...)
+	ctx, l, done, err := c.openLimiter(ctx, cmd, &sf, name, *wait, opts...)
 	if err != nil {
 		return c.fail(cmd, err)
 	}
-	defer closeStore()
-	c.noteMemory(cmd)
+	defer done()
 
 	var res redlimit.Result
 	if *wait > 0 {

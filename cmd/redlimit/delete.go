@@ -24,14 +24,11 @@ func cmdDelete(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if !ok {
 		return code
 	}
-	ctx, cancel := sf.bound(ctx, 0)
-	defer cancel()
-	l, closeStore, err := c.openLimiter(&sf, name)
+	ctx, l, done, err := c.openLimiter(ctx, cmd, &sf, name, 0)
 	if err != nil {
 		return c.fail(cmd, err)
 	}
-	defer closeStore()
-	c.noteMemory(cmd)
+	defer done()
 	existed, err := l.Delete(ctx)
 	if err != nil {
 		return c.fail(cmd, err)

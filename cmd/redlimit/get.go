@@ -37,9 +37,9 @@ func cmdGet(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if !ok {
 		return code
 	}
-	ctx, cancel := sf.bound(ctx, 0)
-	defer cancel()
 	if *redisson {
+		ctx, cancel := sf.bound(ctx, 0)
+		defer cancel()
 		return getRedisson(ctx, c, cmd, &sf, &rf, name)
 	}
 	if len(rf.clients) > 1 {
@@ -49,12 +49,11 @@ func cmdGet(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if len(rf.clients) == 1 {
 		opts = append(opts, redlimit.WithClientID(rf.clients[0]))
 	}
-	l, closeStore, err := c.openLimiter(&sf, name, opts...)
+	ctx, l, done, err := c.openLimiter(ctx, cmd, &sf, name, 0, opts...)
 	if err != nil {
 		return c.fail(cmd, err)
 	}
-	defer closeStore()
-	c.noteMemory(cmd)
+	defer done()
 	cfg, err := l.Config(ctx)
 	if errors.Is(err, redlimit.ErrNotInitialized) {
 		return c.errorf(cmd, "limiter %q not initialized: run set-rate first", name)

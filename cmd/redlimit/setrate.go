@@ -52,14 +52,11 @@ func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
 	if err != nil {
 		return c.fail(cmd, err)
 	}
-	ctx, cancel := sf.bound(ctx, 0)
-	defer cancel()
-	l, closeStore, err := c.openLimiter(&sf, name)
+	ctx, l, done, err := c.openLimiter(ctx, cmd, &sf, name, 0)
 	if err != nil {
 		return c.fail(cmd, err)
 	}
-	defer closeStore()
-	c.noteMemory(cmd)
+	defer done()
 
 	// The config before, to tell a reset apart: a new algorithm starts
 	// afresh even without --reset.

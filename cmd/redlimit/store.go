@@ -60,19 +60,26 @@ func (c *cli) openStore(sf *storeFlags) (redlimit.Store, func(), error) {
 	return s, func() { _ = rdb.Close() }, nil
 }
 
-// openLimiter opens the store sf names and the limiter name on it, on the
-// command's clock; the returned function closes the store.
-func (c *cli) openLimiter(sf *storeFlags, name string, opts ...redlimit.Option) (*redlimit.Limiter, func(), error) {
+// openLimiter opens, for cmd, the store sf names and the limiter name on
+// it, on the command's clock, and bounds ctx by --timeout plus extra (see
+// bound), which covers dialing as well as the calls. On a memory store made
+// for this run it notes that the limiter lives for this command only. done
+// closes the store and ends the bounded context.
+func (c *cli) openLimiter(ctx context.Context, cmd *command, sf *storeFlags, name string, extra time.Duration, opts ...redlimit.Option) (bounded context.Context, l *redlimit.Limiter, done func(), err error) {
+	bounded, cancel := sf.bound(ctx, extra)
 	store, closeStore, err := c.openStore(sf)
 	if err != nil {
-		return nil, nil, err
+		cancel()
+		return nil, nil, nil, err
 	}
-	l, err := redlimit.New(store, name, append([]redlimit.Option{redlimit.WithClock(c.clock())}, opts...)...)
+	l, err = redlimit.New(store, name, append([]redlimit.Option{redlimit.WithClock(c.clock())}, opts...)...)
 	if err != nil {
 		closeStore()
-		return nil, nil, err
+		cancel()
+		return nil, nil, nil, err
 	}
-	return l, closeStore, nil
+	c.noteMemory(cmd)
+	return bounded, l, func() { closeStore(); cancel() }, nil
 }
 
 // storeNow reads the time of store's clock, which the Results' At are in:

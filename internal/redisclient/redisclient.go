@@ -22,8 +22,14 @@ var ErrUnsafe = errors.New("redlimit: the redis client retries commands")
 // NewFailoverClient returns), *redis.ClusterClient and *redis.Ring. Options
 // are read after go-redis filled in its defaults, where MaxRetries 0 means
 // none (a caller's -1) and a caller's 0 became the default 3 (Client,
-// Ring); a ClusterClient's default is none. ok is false for any other
-// implementation of redis.UniversalClient, which cannot be inspected.
+// Ring); a ClusterClient's MaxRetries default is none. ok is false for any
+// other implementation of redis.UniversalClient, which cannot be inspected.
+//
+// Not counted: a ClusterClient also resends a command after a broken
+// connection or a network timeout within MaxRedirects (default 3), the
+// budget that follows MOVED and ASK, which a Cluster cannot do without.
+// No option turns the one off and keeps the other, so that gap is
+// documented (README, SECURITY.md) rather than refused here.
 func Retries(c redis.UniversalClient) (n int, ok bool) {
 	switch c := c.(type) {
 	case *redis.Client:

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -319,12 +320,17 @@ func (s *Store) ClientIDs(ctx context.Context, name string) ([]string, error) {
 		return nil, err
 	}
 	k := KeysOf(name)
+	// On a Cluster the primaries are scanned at once; midway through a
+	// resharding the limiter's keys are on two of them.
+	var mu sync.Mutex
 	found := map[string]bool{}
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		for _, base := range []string{k.Value, k.Permits} {
 			iter := c.Scan(ctx, 0, globEscape(base)+":*", 1000).Iterator()
 			for iter.Next(ctx) {
+				mu.Lock()
 				found[strings.TrimPrefix(iter.Val(), base+":")] = true
+				mu.Unlock()
 			}
 			if err := iter.Err(); err != nil {
 				return err

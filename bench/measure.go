@@ -117,10 +117,8 @@ func openTimes(sched, t0, t1, queueEnd time.Time) (lat, raw, lag time.Duration, 
 // offering pace requests per second in all on a fixed schedule (a caller
 // that falls behind calls back to back).
 //
-// Paced and closed (open false; no workload uses it now), latency is timed
-// from the call, and a caller more than 100 intervals behind (a stall) drops the
-// calls it missed. Open (the half-peak workload), latency is timed from each
-// call's scheduled start, so that a call held up behind a slow one counts
+// Paced (the half-peak workload), the loop is open: latency is timed from
+// each call's scheduled start, so that a call held up behind a slow one counts
 // its wait (no coordinated omission), and the schedule is never dropped.
 // The load generator's own lateness is taken out: Go wakes a sleep of less
 // than a millisecond up to a millisecond late when the process is idle, and
@@ -130,14 +128,15 @@ func openTimes(sched, t0, t1, queueEnd time.Time) (lat, raw, lag time.Duration, 
 // latency is its end in that queue less its scheduled start; with a punctual
 // timer this is exactly the latency from the scheduled start. The
 // uncorrected figure and the timer's lateness are kept too (load.rawHist,
-// load.lagHist). Open requires timeEvery 1.
+// load.lagHist). Paced requires timeEvery 1.
 //
 // seq, when not empty, is the order in which the limiters are asked (a
 // uniform or Zipf draw, made before): each caller walks it from its own
 // offset, round and round; empty, every call asks limiter 0.
-func runLoad(ctx context.Context, t *target, callers int, seq []int32, pace float64, open bool, warmup, dur time.Duration, timeEvery int, snap func() snapshot) (load, error) {
-	if open && (pace <= 0 || timeEvery != 1) {
-		return load{}, errors.New("an open loop is paced and times every call")
+func runLoad(ctx context.Context, t *target, callers int, seq []int32, pace float64, warmup, dur time.Duration, timeEvery int, snap func() snapshot) (load, error) {
+	open := pace > 0
+	if open && timeEvery != 1 {
+		return load{}, errors.New("a paced (open) loop times every call")
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -166,8 +165,6 @@ func runLoad(ctx context.Context, t *target, callers int, seq []int32, pace floa
 					if d := time.Until(next); d > 0 {
 						time.Sleep(d) // the schedule: a fixed offered load
 						slept = true
-					} else if !open && -d > 100*interval {
-						next = time.Now() // far behind (a stall): no burst to catch up
 					}
 					sched = next
 					next = next.Add(interval)

@@ -341,8 +341,7 @@ func measureOnce(ctx context.Context, e *env, o *options, cs cellSpec, s *system
 	if s.Store == inMemory {
 		timeEvery = 64 // timing costs about as much as the decision
 	}
-	open := cs.Workload == halfPeak
-	ld, err := runLoad(ctx, t, cs.Callers, seq, pace, open, o.warmup, cs.Duration, timeEvery, func() snapshot { return e.snap(ctx) })
+	ld, err := runLoad(ctx, t, cs.Callers, seq, pace, o.warmup, cs.Duration, timeEvery, func() snapshot { return e.snap(ctx) })
 	if err != nil {
 		return m, err
 	}

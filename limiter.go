@@ -61,62 +61,82 @@ type held struct {
 }
 
 // heldSlot counts the permits of grants made in [start, end) (store time,
-// ms); they count as held until until, when the first of them expires.
+// ms; a slot never spans a window boundary). They count as held until
+// until (the Limiter's clock, Unix ns), when the first of them stops
+// counting against the limit.
 type heldSlot struct {
 	start, end, until int64
 	n                 atomic.Int64
+	// out is what Releases in flight took from n and may put back.
+	out atomic.Int64
 }
 
 // holdSlices is how many slots a hold span is cut into.
 const holdSlices = 32
 
-// holdFor is how long (ms) a grant counts as held under cfg: for the
-// window algorithms one Interval (then it no longer counts against the
-// limit); for the token bucket the time an empty bucket takes to refill
-// (Burst / Rate x Interval), after which its tokens are back whatever
-// happens; 0 for the leaky bucket, whose granted permits have left the
-// queue.
-func holdFor(cfg *Config) int64 {
+// heldUntil is the store time (ms) until which a grant made at ms counts
+// as held under cfg, or ms if it never does. The window algorithms' stores
+// hand back permits of the current window (a sliding counter's, of the
+// previous one only when the current has none): a grant of an earlier
+// window may no longer count at all, or count less, there, so it is held
+// until its own window ends. A sliding log's is held one Interval; a token
+// bucket's for the time an empty bucket takes to refill (Burst / Rate x
+// Interval), after which its tokens are back whatever happens; a leaky
+// bucket's not at all: its permits have left the queue.
+func heldUntil(cfg *Config, ms int64) int64 {
+	iv := cfg.Interval.Milliseconds()
 	switch cfg.Algorithm {
 	case LeakyBucket:
-		return 0
+		return ms
 	case TokenBucket:
-		return (cfg.Burst*cfg.Interval.Milliseconds() + cfg.Rate - 1) / cfg.Rate
+		return ms + (cfg.Burst*iv+cfg.Rate-1)/cfg.Rate
+	case FixedWindow, SlidingCounter:
+		return ms - ms%iv + iv
 	}
-	return cfg.Interval.Milliseconds()
+	return ms + iv
 }
 
-// add records a grant of n permits made at store time at, under cfg.
-func (h *held) add(cfg *Config, at time.Time, n int64) {
+// add records a grant of n permits made at store time at, under cfg; clk
+// is the Limiter's clock, read only for a new slot.
+func (h *held) add(cfg *Config, at time.Time, n int64, clk clock.Clock) {
 	ms := at.UnixMilli()
 	if s := h.cur.Load(); s != nil && ms >= s.start && ms < s.end {
 		s.n.Add(n)
 		return
 	}
-	h.addSlot(cfg, ms, n)
+	h.addSlot(cfg, ms, n, clk.Now())
 }
 
-func (h *held) addSlot(cfg *Config, ms, n int64) {
-	hold := holdFor(cfg)
-	if hold <= 0 {
+func (h *held) addSlot(cfg *Config, ms, n int64, now time.Time) {
+	until := heldUntil(cfg, ms)
+	if until <= ms {
 		return
 	}
+	// The span left to the grant, from when its answer arrived, in the
+	// Limiter's own clock: the store's clock may differ from it. The
+	// first grant of a slot is its earliest, so the slot is held no
+	// longer than any of its grants.
+	local := now.UnixNano() + (until-ms)*int64(time.Millisecond)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.slots) >= 2*holdSlices {
-		h.prune(ms)
+		h.prune(now.UnixNano())
 	}
-	s := &heldSlot{start: ms, end: ms + max(1, hold/holdSlices), until: ms + hold}
+	s := &heldSlot{start: ms, end: min(until, ms+max(1, (until-ms)/holdSlices)), until: local}
 	s.n.Store(n)
 	h.slots = append(h.slots, s)
 	h.cur.Store(s)
 }
 
-// prune drops the slots no longer held at now (ms). h.mu is held.
+// prune drops the slots that hold nothing at now (Unix ns) and can get
+// nothing: the current slot stays (add's fast path adds to it without
+// the lock), and so does one a Release in flight may put permits back in.
+// h.mu is held.
 func (h *held) prune(now int64) {
 	kept := h.slots[:0]
+	cur := h.cur.Load()
 	for _, s := range h.slots {
-		if s.until > now && s.n.Load() > 0 {
+		if s == cur || s.out.Load() > 0 || s.until > now && s.n.Load() > 0 {
 			kept = append(kept, s)
 		}
 	}
@@ -124,27 +144,53 @@ func (h *held) prune(now int64) {
 	h.slots = kept
 }
 
-// count returns the permits held at now.
-func (h *held) count(now time.Time) int64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.prune(now.UnixMilli())
-	var sum int64
-	for _, s := range h.slots {
-		sum += s.n.Load()
-	}
-	return sum
+// taken is what one Release took from the record: per slot, newest first.
+type taken []struct {
+	s *heldSlot
+	n int64
 }
 
-// take removes n permits handed back, newest first, as the stores hand
-// them back.
-func (h *held) take(n int64) {
+// take removes up to n permits held at now, newest first (as the stores
+// hand them back), and returns what it took and how many. A concurrent
+// Release cannot take them too; putBack returns what the store did not
+// hand back.
+func (h *held) take(now time.Time, n int64) (taken, int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for k := len(h.slots) - 1; k >= 0 && n > 0; k-- {
-		got := min(h.slots[k].n.Load(), n)
-		h.slots[k].n.Add(-got)
-		n -= got
+	t := now.UnixNano()
+	h.prune(t)
+	var tk taken
+	var sum int64
+	for k := len(h.slots) - 1; k >= 0 && sum < n; k-- {
+		s := h.slots[k]
+		if s.until <= t {
+			continue
+		}
+		got := min(s.n.Load(), n-sum)
+		if got <= 0 {
+			continue
+		}
+		s.n.Add(-got)
+		s.out.Add(got)
+		tk = append(tk, struct {
+			s *heldSlot
+			n int64
+		}{s, got})
+		sum += got
+	}
+	return tk, sum
+}
+
+// putBack settles a take after the store handed back released of its
+// permits: the newest were handed back, the rest are held again.
+func (h *held) putBack(tk taken, released int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range tk {
+		back := e.n - min(released, e.n)
+		released -= e.n - back
+		e.s.out.Add(-e.n)
+		e.s.n.Add(back)
 	}
 }
 
@@ -531,7 +577,7 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 		return r, nil
 	}
 	if d.Wait <= 0 {
-		l.held.add(&d.Config, d.At, n)
+		l.held.add(&d.Config, d.At, n, l.clock)
 		return Result{Allowed: true, Remaining: d.Remaining, At: d.At, Waited: d.Wait}, nil
 	}
 	return l.wait(ctx, d, n)
@@ -558,13 +604,13 @@ func (l *Limiter) wait(ctx context.Context, d Decision, n int64) (Result, error)
 	}
 	res := Result{Allowed: true, Remaining: d.Remaining, At: d.At, Waited: d.Wait}
 	if d.Wait <= 0 {
-		l.held.add(&d.Config, d.At, n)
+		l.held.add(&d.Config, d.At, n, l.clock)
 		return res, nil
 	}
 	fired, stop := l.clock.NewTimer(d.Wait)
 	select {
 	case <-fired:
-		l.held.add(&d.Config, d.At, n)
+		l.held.add(&d.Config, d.At, n, l.clock)
 		return res, nil
 	case <-ctx.Done():
 		stop()
@@ -585,11 +631,16 @@ func (l *Limiter) wait(ctx context.Context, d Decision, n int64) (Result, error)
 // What is held is recorded by this Limiter in process memory, not in the
 // store (which costs nothing per key at rest): the grants it was given by
 // the store (not by a fallback store or FailOpen) that still count against
-// the limit, as judged by this process's clock against the store's grant
-// times. A grant stops counting as held one Interval after it was made (a
-// token bucket's: Burst/Rate x Interval, when an empty bucket has refilled;
-// a leaky bucket's at once: its permits have left the queue), up to a
-// thirty-second of that earlier, as close grants share one record. Another
+// the limit where the store hands permits back. A sliding log's grant is
+// held one Interval after it was made; a fixed window's or a sliding
+// counter's only until its own window ends (the store hands back permits
+// of the current window); a token bucket's for Burst/Rate x Interval, when
+// an empty bucket has refilled; a leaky bucket's not at all: its permits
+// have left the queue. Close grants share one record, held until the
+// earliest of them stops (up to a thirty-second of the span earlier). The
+// span is timed by this Limiter's clock from when the grant's answer
+// arrived, so a store clock set differently does not stretch it. Releases
+// running at once never hand back more, together, than is held. Another
 // Limiter, even with the same client ID, holds none of them, and neither
 // does this client after a restart: the record is lost with the process,
 // so a restarted client can release nothing it took before. The store then
@@ -602,14 +653,14 @@ func (l *Limiter) Release(ctx context.Context, n int64) (int64, error) {
 	if l.overridePending.Load() {
 		l.applyOverride(ctx)
 	}
-	n = min(n, l.held.count(l.clock.Now()))
+	// Taken from the record before the store call, so that concurrent
+	// Releases never hand back more than is held together.
+	tk, n := l.held.take(l.clock.Now(), n)
 	if n == 0 {
 		return 0, nil
 	}
 	got, err := l.store.Release(ctx, l.key(), l.knownConfig(), n)
-	if got > 0 {
-		l.held.take(got)
-	}
+	l.held.putBack(tk, got)
 	return got, err
 }
 

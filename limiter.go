@@ -45,8 +45,24 @@ type Limiter struct {
 	// override: WithConfigOverride; pending until it has been applied.
 	override        bool
 	overridePending atomic.Bool
-	overrideMu      sync.Mutex
+	// overrideMu is held by the one call applying the override; others
+	// do not wait for it.
+	overrideMu sync.Mutex
+	// overrideNext: after a failed attempt, no other is made before this
+	// instant of the Limiter's clock (Unix ns; 0: none failed).
+	overrideNext atomic.Int64
+	// overrideBackoff is the wait after the last failure (under
+	// overrideMu).
+	overrideBackoff time.Duration
 }
+
+// The wait after a failed WithConfigOverride attempt doubles from
+// overrideMinBackoff up to overrideMaxBackoff: a store that is down is not
+// asked once per call.
+const (
+	overrideMinBackoff = 100 * time.Millisecond
+	overrideMaxBackoff = 10 * time.Second
+)
 
 // held is a Limiter's record of its own recent grants, in process memory:
 // Release hands back no more than it holds. Grants close together share a
@@ -271,8 +287,10 @@ func WithConfig(cfg Config) Option {
 // semantics (permits already granted keep counting) if the store holds
 // another, and counts that in Stats().ConfigOverrides. It does so once per
 // Limiter: a config changed later by someone else (an operator's SetRate)
-// stands, counted as drift. If the store cannot be reached the next call
-// tries again. It needs WithConfig.
+// stands, counted as drift. One call at a time tries; calls meanwhile, and
+// after a failed try (the store could not be reached) for a back-off that
+// doubles from 100ms up to 10s, go on under the stored config. It needs
+// WithConfig.
 //
 // Without it, a service deployed with a new WithConfig keeps the stored
 // limit until someone calls SetRate.
@@ -372,9 +390,16 @@ func (l *Limiter) checkDrift(stored *Config) {
 }
 
 // applyOverride is WithConfigOverride's first call: it stores the wanted
-// config (keeping state) where the store holds another.
+// config (keeping state) where the store holds another. One call at a time
+// tries, and none for a while after a failure: the others go on under the
+// stored config rather than queue behind a store that does not answer.
 func (l *Limiter) applyOverride(ctx context.Context) {
-	l.overrideMu.Lock()
+	if next := l.overrideNext.Load(); next != 0 && l.clock.Now().UnixNano() < next {
+		return
+	}
+	if !l.overrideMu.TryLock() {
+		return
+	}
 	defer l.overrideMu.Unlock()
 	if !l.overridePending.Load() {
 		return
@@ -382,11 +407,13 @@ func (l *Limiter) applyOverride(ctx context.Context) {
 	w := *l.wanted.Load()
 	stored, set, err := l.store.SetConfig(ctx, l.name, w, SetIfAbsent)
 	if err != nil {
-		return // tried again on the next call
+		l.overrideFailed()
+		return
 	}
 	if !set && !stored.SameLimit(w) {
 		old := stored
 		if stored, _, err = l.store.SetConfig(ctx, l.name, w, SetKeepState); err != nil {
+			l.overrideFailed()
 			return
 		}
 		l.stats.overrides.Add(1)
@@ -394,6 +421,12 @@ func (l *Limiter) applyOverride(ctx context.Context) {
 	}
 	l.overridePending.Store(false)
 	l.remember(&stored)
+}
+
+// overrideFailed puts the next override attempt off. l.overrideMu is held.
+func (l *Limiter) overrideFailed() {
+	l.overrideBackoff = min(max(2*l.overrideBackoff, overrideMinBackoff), overrideMaxBackoff)
+	l.overrideNext.Store(l.clock.Now().Add(l.overrideBackoff).UnixNano())
 }
 
 // Name returns the limiter's name.

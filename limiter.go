@@ -39,9 +39,6 @@ type Limiter struct {
 	drifting atomic.Bool
 	stats    struct{ drift, overrides atomic.Int64 }
 	logger   *slog.Logger
-	// logged holds the stored configs already logged as drifted.
-	logMu  sync.Mutex
-	logged map[string]bool
 	// override: WithConfigOverride; pending until it has been applied.
 	override        bool
 	overridePending atomic.Bool
@@ -266,7 +263,8 @@ func WithClock(c clock.Clock) Option {
 // the same round trip instead of failing with ErrNotInitialized. A config
 // that the store holds wins over this one, but not silently: a call
 // answered under another stored config counts in Stats().ConfigDrift, and
-// each such stored config is logged once at Warn. WithConfigOverride makes
+// each such stored config is logged at Warn once per process and logger
+// (at most ten such lines a minute per logger). WithConfigOverride makes
 // this one win instead.
 func WithConfig(cfg Config) Option {
 	return func(l *Limiter) error {
@@ -312,9 +310,10 @@ func WithLogger(lg *slog.Logger) Option {
 
 // Stats counts what a Limiter noticed since it was made.
 type Stats struct {
-	// ConfigDrift counts the calls answered under a stored config that is
-	// not WithConfig's (nor this Limiter's last SetRate's): the stored one
-	// applies. Zero without WithConfig.
+	// ConfigDrift counts the acquire calls (TryAcquire, TryAcquireWait,
+	// Acquire) answered under a stored config that is not WithConfig's
+	// (nor this Limiter's last SetRate's): the stored one applies. Zero
+	// without WithConfig.
 	ConfigDrift int64
 	// Drifting reports whether the stored config last seen is such a one.
 	Drifting bool
@@ -361,11 +360,8 @@ func (l *Limiter) log() *slog.Logger {
 	return slog.Default()
 }
 
-// maxLogged bounds the drifted configs remembered as logged.
-const maxLogged = 64
-
 // checkDrift compares a stored config the Limiter has not seen before with
-// the wanted one, logging each drifted one once.
+// the wanted one, and logs a drifted one (see driftLogs).
 func (l *Limiter) checkDrift(stored *Config) {
 	w := l.wanted.Load()
 	if w == nil || stored.SameLimit(*w) {
@@ -373,20 +369,78 @@ func (l *Limiter) checkDrift(stored *Config) {
 		return
 	}
 	l.drifting.Store(true)
-	text := stored.String()
-	l.logMu.Lock()
-	seen := l.logged[text]
-	if !seen {
-		if l.logged == nil || len(l.logged) >= maxLogged {
-			l.logged = make(map[string]bool)
+	text, want := stored.String(), w.String()
+	log, suppressed := driftLog.shouldLog(l.logger, l.name+"\x00"+text+"\x00"+want, l.clock.Now())
+	if !log {
+		return
+	}
+	args := []any{"limiter", l.name, "stored", text, "configured", want}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	l.log().Warn("redlimit: the store holds another config than WithConfig's; the stored one applies (SetRate or WithConfigOverride makes the configured one win)", args...)
+}
+
+// driftLog de-duplicates the drift warnings of all the process's Limiters,
+// per logger: a service that makes a Limiter per request logs a drifted
+// config once, not once per request. Each (limiter name, stored config,
+// configured config) is logged once (the memory of them is bounded by
+// maxDriftSeen, then starts afresh), and at most driftLogsPerMinute lines
+// per logger are written in a minute; the next line written says how many
+// were suppressed.
+var driftLog = driftLogs{byLogger: map[*slog.Logger]*driftLogState{}}
+
+const (
+	maxDriftSeen       = 1024
+	maxDriftLoggers    = 64
+	driftLogsPerMinute = 10
+)
+
+type driftLogs struct {
+	mu       sync.Mutex
+	byLogger map[*slog.Logger]*driftLogState
+}
+
+type driftLogState struct {
+	seen map[string]struct{}
+	// minute is the start of the current minute of the budget, lines
+	// the lines written in it.
+	minute     time.Time
+	lines      int
+	suppressed int64
+}
+
+// shouldLog reports whether the drift named key is to be logged to lg now,
+// and how many lines were suppressed before it.
+func (d *driftLogs) shouldLog(lg *slog.Logger, key string, now time.Time) (bool, int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := d.byLogger[lg]
+	if st == nil {
+		if len(d.byLogger) >= maxDriftLoggers {
+			clear(d.byLogger)
 		}
-		l.logged[text] = true
+		st = &driftLogState{seen: map[string]struct{}{}}
+		d.byLogger[lg] = st
 	}
-	l.logMu.Unlock()
-	if !seen {
-		l.log().Warn("redlimit: the store holds another config than WithConfig's; the stored one applies (SetRate or WithConfigOverride makes the configured one win)",
-			"limiter", l.name, "stored", text, "configured", w.String())
+	if _, ok := st.seen[key]; ok {
+		return false, 0
 	}
+	if len(st.seen) >= maxDriftSeen {
+		clear(st.seen)
+	}
+	st.seen[key] = struct{}{}
+	if now.Sub(st.minute) >= time.Minute || now.Before(st.minute) {
+		st.minute, st.lines = now, 0
+	}
+	if st.lines >= driftLogsPerMinute {
+		st.suppressed++
+		return false, 0
+	}
+	st.lines++
+	n := st.suppressed
+	st.suppressed = 0
+	return true, n
 }
 
 // applyOverride is WithConfigOverride's first call: it stores the wanted
@@ -454,8 +508,22 @@ func (l *Limiter) remember(c *Config) {
 		l.known.Store(&kept)
 		l.checkDrift(&kept)
 	}
+}
+
+// rememberAcquired is remember for an acquire call's config, which counts
+// in Stats().ConfigDrift when it drifts.
+func (l *Limiter) rememberAcquired(c *Config) {
+	l.remember(c)
 	if l.drifting.Load() {
 		l.stats.drift.Add(1)
+	}
+}
+
+// recheckDrift re-runs the drift check after a SetRate or TrySetRate: the
+// stored or wanted config may have changed without the known one changing.
+func (l *Limiter) recheckDrift(stored *Config) {
+	if stored.Rate > 0 {
+		l.checkDrift(stored)
 	}
 }
 
@@ -473,6 +541,7 @@ func (l *Limiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
 		return false, err
 	}
 	l.remember(&stored)
+	l.recheckDrift(&stored)
 	if !set && !stored.SameLimit(c) {
 		return false, &MismatchError{Stored: stored, Requested: c}
 	}
@@ -513,6 +582,7 @@ func (l *Limiter) SetRate(ctx context.Context, cfg Config, opts ...SetOption) er
 		l.held.reset() // the grants no longer count
 	}
 	l.remember(&stored)
+	l.recheckDrift(&stored)
 	return nil
 }
 
@@ -598,7 +668,7 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 	if err != nil {
 		return l.degraded(ctx, n, maxWait, err)
 	}
-	l.remember(&d.Config)
+	l.rememberAcquired(&d.Config)
 	// The answers that need no sleep, as wait gives them, inline: passing
 	// the Decision to a call, or a Result back from one, costs 8-15 ns here
 	// (BenchmarkTryAcquire in memstore), a tenth of the whole call.

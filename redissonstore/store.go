@@ -115,7 +115,10 @@ var (
 // Store is a redlimit.Store on Redisson's RRateLimiter data. It is safe for
 // concurrent use.
 type Store struct {
-	rdb       redis.UniversalClient
+	rdb redis.UniversalClient
+	// scripter runs the scripts: rdb, or on a Cluster rdb following MOVED,
+	// ASK, TRYAGAIN and CLUSTERDOWN itself (it is built to resend nothing).
+	scripter  redis.Scripter
 	layout    Layout
 	clock     clock.Clock
 	clientID  string        // "" : each Key.Client is a client of its own
@@ -207,7 +210,8 @@ func AllowRetries() Option {
 // New returns a store on rdb. Like redisstore.New, it refuses a client that
 // retries commands (an error matching redisstore.ErrUnsafeClient and
 // redlimit.ErrInvalidArgument) unless AllowRetries is given: build it with
-// MaxRetries: -1.
+// MaxRetries: -1, and a ClusterClient with MaxRedirects: -1 too (the store
+// follows MOVED and ASK itself, as redisstore does).
 func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	if rdb == nil {
 		return nil, &redlimit.ArgumentError{Arg: "redis client", Reason: "must not be nil", Kind: redlimit.ErrInvalidArgument}
@@ -222,6 +226,10 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 		if err := redisclient.Check(rdb, "redissonstore.AllowRetries()"); err != nil {
 			return nil, err
 		}
+	}
+	s.scripter = rdb
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		s.scripter = redisclient.NewRedirecting(cc, nil)
 	}
 	if s.keepAlive != 0 && s.layout != Current {
 		return nil, &redlimit.ArgumentError{Arg: "keepAliveTime", Value: s.keepAlive.String(), Reason: "exists in the current layout only", Kind: redlimit.ErrInvalidArgument}
@@ -373,7 +381,7 @@ type scriptReply struct {
 // become errors here (-5 with its code, for SetConfig's wording), -2 and -4
 // are left to the caller.
 func (s *Store) run(ctx context.Context, sc *redis.Script, name string, keys []string, args []any, nvals int) (scriptReply, error) {
-	raw, err := sc.Run(ctx, s.rdb, keys, append([]any{s.layout.String()}, args...)...).Result()
+	raw, err := sc.Run(ctx, s.scripter, keys, append([]any{s.layout.String()}, args...)...).Result()
 	if err != nil {
 		return scriptReply{}, wrap(err)
 	}

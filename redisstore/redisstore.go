@@ -188,8 +188,12 @@ func AllowRetries() Option {
 
 // New returns a store on rdb. It refuses a client that retries commands
 // (ErrUnsafeClient) unless AllowRetries is given: build it with MaxRetries:
-// -1. Clients other than go-redis's Client, ClusterClient and Ring cannot
-// be inspected and are accepted as they are.
+// -1, and a ClusterClient with MaxRedirects: -1 too (go-redis resends a
+// command after a lost reply within its redirect budget). The store itself
+// resends a script the Cluster turned down without running it (MOVED,
+// ASK, TRYAGAIN, CLUSTERDOWN), up to five times within the call's context.
+// Clients other than go-redis's Client, ClusterClient and Ring cannot be
+// inspected and are accepted as they are.
 func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	if rdb == nil {
 		return nil, &redlimit.ArgumentError{Arg: "redis client", Reason: "must not be nil", Kind: redlimit.ErrInvalidArgument}
@@ -212,6 +216,13 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 		}
 	}
 	s.scripter = rdb
+	if cc, ok := rdb.(*redis.ClusterClient); ok && !s.autoPipe {
+		// MOVED, ASK, TRYAGAIN and CLUSTERDOWN are followed here, as
+		// the client, built with MaxRedirects -1, resends nothing.
+		s.scripter = redisclient.NewRedirecting(cc, func(ctx context.Context, node *redis.Client) error {
+			return node.FunctionLoadReplace(ctx, limiterLibrary).Err()
+		})
+	}
 	if _, single := rdb.(*redis.Client); single && s.batching {
 		s.group = &group{}
 	}

@@ -18,7 +18,8 @@ import (
 //
 // The options are go-redis's (ParseURL, ParseFailoverURL, ParseClusterURL);
 // rediss+sentinel and rediss+cluster use TLS. The client honours context
-// deadlines and never retries a command (a retried script might grant twice).
+// deadlines and never retries a command (a retried script might grant twice):
+// a Cluster client has MaxRedirects -1 too, the store following MOVED and ASK.
 // The caller closes the client.
 func OpenURL(url string) (redis.UniversalClient, error) {
 	scheme, rest, ok := strings.Cut(url, "://")
@@ -53,7 +54,7 @@ func OpenURL(url string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, badURL(url, err.Error())
 		}
-		o.ContextTimeoutEnabled, o.MaxRetries = true, -1
+		o.ContextTimeoutEnabled, o.MaxRetries, o.MaxRedirects = true, -1, -1
 		return redis.NewClusterClient(o), nil
 	}
 	return nil, badURL(url, "unknown topology "+topology)

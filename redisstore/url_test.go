@@ -31,7 +31,10 @@ func TestOpenURL(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: OpenURL: %v", name, err)
 		}
-		s, _ := redisstore.New(rdb)
+		s, err := redisstore.New(rdb) // no retries: accepted as built
+		if err != nil {
+			t.Fatalf("%s: New on OpenURL's client: %v", name, err)
+		}
 		l, _ := redlimit.New(s, "url-"+name, redlimit.WithConfig(redlimit.PerInterval(1, time.Hour)))
 		r1, err1 := l.TryAcquire(context.Background(), 1)
 		r2, err2 := l.TryAcquire(context.Background(), 1)

@@ -25,17 +25,18 @@ var ErrUnsafe = errors.New("redlimit: the redis client retries commands")
 // Ring); a ClusterClient's MaxRetries default is none. ok is false for any
 // other implementation of redis.UniversalClient, which cannot be inspected.
 //
-// Not counted: a ClusterClient also resends a command after a broken
-// connection or a network timeout within MaxRedirects (default 3), the
-// budget that follows MOVED and ASK, which a Cluster cannot do without.
-// No option turns the one off and keeps the other, so that gap is
-// documented (README, SECURITY.md) rather than refused here.
+// A ClusterClient also resends a command after a broken connection or a
+// network timeout within MaxRedirects, the budget that follows MOVED and
+// ASK: a caller's -1 becomes 0 (none), a caller's 0 the default 3. Those
+// resends count too. The stores follow MOVED and ASK themselves
+// (Redirecting), so a Cluster client for them has MaxRedirects -1.
 func Retries(c redis.UniversalClient) (n int, ok bool) {
 	switch c := c.(type) {
 	case *redis.Client:
 		return max(c.Options().MaxRetries, 0), true
 	case *redis.ClusterClient:
-		return max(c.Options().MaxRetries, 0), true
+		o := c.Options()
+		return max(o.MaxRetries, 0) + max(o.MaxRedirects, 0), true
 	case *redis.Ring:
 		return max(c.Options().MaxRetries, 0), true
 	}
@@ -49,6 +50,15 @@ func Check(c redis.UniversalClient, option string) error {
 	n, ok := Retries(c)
 	if !ok || n == 0 {
 		return nil
+	}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		o := cc.Options()
+		return &redlimit.ArgumentError{
+			Arg:    "redis client",
+			Value:  fmt.Sprintf("%T with MaxRetries %d, MaxRedirects %d", c, max(o.MaxRetries, 0), o.MaxRedirects),
+			Reason: "resends commands after a lost reply, which can grant the same permits twice; set MaxRetries: -1 and MaxRedirects: -1 in its options (0 means go-redis's default of 3; the store follows MOVED and ASK itself), or pass " + option + " to accept the risk",
+			Kind:   ErrUnsafe,
+		}
 	}
 	return &redlimit.ArgumentError{
 		Arg:    "redis client",

@@ -10,8 +10,9 @@ import (
 )
 
 // TestCheck: go-redis's defaults retry on a single client, a failover
-// client and a ring; -1 turns that off; a cluster client retries only when
-// asked to. No server is needed: the options decide.
+// client and a ring; -1 turns that off; a cluster client resends within its
+// MaxRedirects (default 3), so it needs -1 there too. No server is needed:
+// the options decide.
 func TestCheck(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -26,8 +27,14 @@ func TestCheck(t *testing.T) {
 		{"failover -1", redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}, MaxRetries: -1}), false},
 		{"universal default", redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:1"}}), true},
 		{"universal -1", redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: -1}), false},
-		{"cluster default", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}), false},
-		{"cluster 3", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: 3}), true},
+		{"cluster default", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}), true},
+		{"cluster retries -1", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: -1}), true},
+		{"cluster redirects 0", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: -1, MaxRedirects: 0}), true},
+		{"cluster redirects 2", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: -1, MaxRedirects: 2}), true},
+		{"cluster -1 -1", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: -1, MaxRedirects: -1}), false},
+		{"cluster 3", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: 3, MaxRedirects: -1}), true},
+		{"universal cluster default", redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:1", "127.0.0.1:2"}, MaxRetries: -1}), true},
+		{"universal cluster -1 -1", redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:1", "127.0.0.1:2"}, MaxRetries: -1, MaxRedirects: -1}), false},
 		{"ring default", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}}), true},
 		{"ring -1", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, MaxRetries: -1}), false},
 	}

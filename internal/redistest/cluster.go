@@ -58,14 +58,15 @@ func StartCluster(t testing.TB, primaries, replicas int) *Cluster {
 	return c
 }
 
-// Client returns a cluster client, closed at cleanup.
+// Client returns a cluster client that resends nothing (as the stores
+// require), closed at cleanup.
 func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
 	t.Helper()
 	var addrs []string
 	for _, n := range c.Nodes {
 		addrs = append(addrs, n.Addr)
 	}
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1, MaxRedirects: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

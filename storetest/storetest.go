@@ -177,7 +177,7 @@ func testSlidingWindow(e *env) {
 	}
 }
 
-// testSeed002 is seed 002's scenario: 3 permits per 10 s, 20 calls with a 1 s
+// testSeed002 is Redisson's documented scenario: 3 permits per 10 s, 20 calls with a 1 s
 // pause before every third: only the first 3 are granted.
 func testSeed002(e *env) {
 	l := e.configured("seed002", redlimit.PerInterval(3, 10*time.Second))

@@ -102,7 +102,9 @@ type Decision struct {
 	Config Config
 	// Full, on a refusal, says that a leaky bucket's queue has no room for
 	// the request: it would be refused whatever the wait (Acquire's
-	// ErrQueueFull). False for every other refusal and every grant.
+	// ErrQueueFull). False for every other refusal and every grant; a
+	// store may leave it false when maxWait is 0 (no caller of TryAcquire
+	// needs it).
 	Full bool
 }
 

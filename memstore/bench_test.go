@@ -43,6 +43,20 @@ func BenchmarkTryAcquire(b *testing.B) {
 			})
 		})
 	}
+	// Refusals of a full leaky bucket: what a TryAcquire on an exhausted
+	// limiter costs.
+	l, err := redlimit.New(memstore.New(), "full", redlimit.WithConfig(redlimit.PerInterval(1, time.Hour).WithAlgorithm(redlimit.LeakyBucket)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for r, _ := l.TryAcquire(ctx, 1); r.Allowed; r, _ = l.TryAcquire(ctx, 1) {
+	}
+	b.Run(string(redlimit.LeakyBucket)+"/refused", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			l.TryAcquire(ctx, 1)
+		}
+	})
 }
 
 // BenchmarkManyKeys: distinct limiters, as per-user limits would be.

@@ -570,11 +570,17 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 		if out.At = out.Now; d.At != d.Now {
 			out.At = time.UnixMicro(d.At * u)
 		}
-	} else if lb, ok := lg.State.(*leakybucket.State); ok {
-		// Full: refused even with no bound on the wait. A refusal changes
-		// nothing, so a copy asked again answers for the same state.
-		again := *lb
-		out.Full = !again.Acquire(k.now, k.c.lim, n, algorithm.Unlimited).Granted
+	} else if lb, ok := lg.State.(*leakybucket.State); ok && maxWait != 0 {
+		// Full: refused even with no bound on the wait, which only a
+		// call that may wait needs to know (Acquire's ErrQueueFull). A
+		// refusal changes nothing, so a copy asked again answers for the
+		// same state; an unbounded wait's refusal is one already.
+		if maxWait < 0 {
+			out.Full = true
+		} else {
+			again := *lb
+			out.Full = !again.Acquire(k.now, k.c.lim, n, algorithm.Unlimited).Granted
+		}
 	}
 	out.Config = k.c.Config
 	s.end(&k)

@@ -57,8 +57,9 @@ var (
 // errors.Is matches ErrRefused and its Reason. The Result returned with it
 // carries the same RetryAfter.
 type RefusalError struct {
-	// Reason is ErrWouldExceedDeadline, ErrQueueFull, or ErrRefused itself
-	// for a refusal of the fallback store (see WithFallback).
+	// Reason is ErrWouldExceedDeadline or ErrQueueFull, as the store (or
+	// the fallback store, see WithFallback) refused; ErrRefused itself for
+	// a fallback refusal of a request larger than its share.
 	Reason error
 	// RetryAfter is how long until the permits could be granted at once
 	// (assuming nobody else takes them first); 0 when unknown.

@@ -234,6 +234,9 @@ type Result struct {
 	// Degraded is set when the store could not be reached and the failure
 	// policy (or the fallback store) answered instead.
 	Degraded bool
+	// why is a refusal's reason for Acquire's error, when the Result is
+	// made before Acquire sees it (the fallback store's).
+	why error
 }
 
 // Option configures a Limiter.
@@ -632,8 +635,13 @@ func (l *Limiter) Acquire(ctx context.Context, n int64) (Result, error) {
 	r, err := l.acquire(ctx, n, -1)
 	if err == nil && !r.Allowed {
 		// A refusal of the fallback store (the stores' own refusals
-		// are errors already).
-		return r, &RefusalError{Reason: ErrRefused, RetryAfter: r.RetryAfter}
+		// are errors already), with its reason where it has one.
+		why := r.why
+		if why == nil {
+			why = ErrRefused
+		}
+		r.why = nil
+		return r, &RefusalError{Reason: why, RetryAfter: r.RetryAfter}
 	}
 	return r, err
 }
@@ -691,20 +699,24 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 // wait bounded only by ctx when the queue is full or the grant would come
 // after ctx's deadline.
 func refusal(ctx context.Context, d *Decision) error {
-	reason := ErrRefused
+	return &RefusalError{Reason: refusalReason(ctx, d), RetryAfter: d.Wait}
+}
+
+// refusalReason is refusal's Reason.
+func refusalReason(ctx context.Context, d *Decision) error {
 	if _, ok := ctx.Deadline(); d.Full {
-		reason = ErrQueueFull
+		return ErrQueueFull
 	} else if ok {
-		reason = ErrWouldExceedDeadline
+		return ErrWouldExceedDeadline
 	}
-	return &RefusalError{Reason: reason, RetryAfter: d.Wait}
+	return ErrRefused
 }
 
 // wait turns a decision into a Result, sleeping until a reservation is due
 // and handing it back if ctx ends first.
 func (l *Limiter) wait(ctx context.Context, d Decision, n int64) (Result, error) {
 	if !d.Granted {
-		return Result{Remaining: d.Remaining, RetryAfter: d.Wait}, nil
+		return Result{Remaining: d.Remaining, RetryAfter: d.Wait, why: refusalReason(ctx, &d)}, nil
 	}
 	res := Result{Allowed: true, Remaining: d.Remaining, At: d.At, Waited: d.Wait}
 	if d.Wait <= 0 {

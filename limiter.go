@@ -135,7 +135,14 @@ func (h *held) addSlot(cfg *Config, ms, n int64, now time.Time) {
 	if len(h.slots) >= 2*holdSlices {
 		h.prune(now.UnixNano())
 	}
-	s := &heldSlot{start: ms, end: min(until, ms+max(1, (until-ms)/holdSlices)), until: local}
+	// Slots are a thirty-second of an Interval (of the hold span for a
+	// token bucket) wide, and end at a window's end: a window holds at
+	// most holdSlices+1 of them.
+	span := cfg.Interval.Milliseconds()
+	if cfg.Algorithm == TokenBucket {
+		span = until - ms
+	}
+	s := &heldSlot{start: ms, end: min(until, ms+max(1, span/holdSlices)), until: local}
 	s.n.Store(n)
 	h.slots = append(h.slots, s)
 	h.cur.Store(s)

@@ -178,6 +178,11 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 			}
 			learn(dm.Config, dr.Config)
 			dm.Config, dr.Config = redlimit.Config{}, redlimit.Config{}
+			if wait == 0 {
+				// A store may leave Full unset when no wait is
+				// allowed (Decision.Full): memstore does.
+				dm.Full, dr.Full = false, false
+			}
 			if *diffTrace {
 				t.Logf("  acquire(%s, %d, %v) = %+v", client, n, wait, dm)
 			}

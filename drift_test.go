@@ -53,15 +53,15 @@ func driftEnv(t *testing.T, cfg redlimit.Config, names ...string) (redlimit.Stor
 	return s, clk
 }
 
-// A service that makes a Limiter per request logs a drifted config once,
-// not once per request.
+// A service that makes a Limiter per request, each with the request's
+// logger, logs a drifted config once, not once per request.
 func TestDriftLoggedOncePerProcess(t *testing.T) {
 	ctx := context.Background()
 	s, clk := driftEnv(t, redlimit.PerSecond(1000), "api")
 	h := &countingHandler{}
 	lg := slog.New(h)
-	for range 100 {
-		l, err := redlimit.New(s, "api", redlimit.WithConfig(redlimit.PerSecond(5000)), redlimit.WithLogger(lg), redlimit.WithClock(clk))
+	for i := range 100 {
+		l, err := redlimit.New(s, "api", redlimit.WithConfig(redlimit.PerSecond(5000)), redlimit.WithLogger(lg.With("request", i)), redlimit.WithClock(clk))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -273,8 +274,8 @@ func WithClock(c clock.Clock) Option {
 // the same round trip instead of failing with ErrNotInitialized. A config
 // that the store holds wins over this one, but not silently: a call
 // answered under another stored config counts in Stats().ConfigDrift, and
-// each such stored config is logged at Warn once per process and logger
-// (at most ten such lines a minute per logger). WithConfigOverride makes
+// each such stored config is logged at Warn once per process (at most ten
+// such lines a minute per logger). WithConfigOverride makes
 // this one win instead.
 func WithConfig(cfg Config) Option {
 	return func(l *Limiter) error {
@@ -380,7 +381,7 @@ func (l *Limiter) checkDrift(stored *Config) {
 	}
 	l.drifting.Store(true)
 	text, want := stored.String(), w.String()
-	log, suppressed := driftLog.shouldLog(l.logger, l.name+"\x00"+text+"\x00"+want, l.clock.Now())
+	log, suppressed := driftLog.shouldLog(l.logger, l.store, l.name+"\x00"+text+"\x00"+want, l.clock.Now())
 	if !log {
 		return
 	}
@@ -391,14 +392,14 @@ func (l *Limiter) checkDrift(stored *Config) {
 	l.log().Warn("redlimit: the store holds another config than WithConfig's; the stored one applies (SetRate or WithConfigOverride makes the configured one win)", args...)
 }
 
-// driftLog de-duplicates the drift warnings of all the process's Limiters,
-// per logger: a service that makes a Limiter per request logs a drifted
-// config once, not once per request. Each (limiter name, stored config,
-// configured config) is logged once (the memory of them is bounded by
-// maxDriftSeen, then starts afresh), and at most driftLogsPerMinute lines
-// per logger are written in a minute; the next line written says how many
-// were suppressed.
-var driftLog = driftLogs{byLogger: map[*slog.Logger]*driftLogState{}}
+// driftLog de-duplicates the drift warnings of all the process's Limiters:
+// a service that makes a Limiter per request (with a logger of its own or
+// not) logs a drifted config once, not once per request. Each (store,
+// limiter name, stored config, configured config) is logged once (the
+// memory of them is bounded by maxDriftSeen, then starts afresh), and at
+// most driftLogsPerMinute lines per logger are written in a minute (of the
+// Limiter's clock); the next line written says how many were suppressed.
+var driftLog = driftLogs{seen: map[driftKey]struct{}{}, budgets: map[*slog.Logger]*driftBudget{}}
 
 const (
 	maxDriftSeen       = 1024
@@ -407,49 +408,59 @@ const (
 )
 
 type driftLogs struct {
-	mu       sync.Mutex
-	byLogger map[*slog.Logger]*driftLogState
+	mu      sync.Mutex
+	seen    map[driftKey]struct{}
+	budgets map[*slog.Logger]*driftBudget
 }
 
-type driftLogState struct {
-	seen map[string]struct{}
-	// minute is the start of the current minute of the budget, lines
-	// the lines written in it.
+// driftKey names one drift. store is the Limiter's store where it can be
+// a map key (a pointer, as redlimit's stores are), else nil.
+type driftKey struct {
+	store any
+	text  string
+}
+
+// driftBudget is one logger's lines in the current minute.
+type driftBudget struct {
 	minute     time.Time
 	lines      int
 	suppressed int64
 }
 
-// shouldLog reports whether the drift named key is to be logged to lg now,
-// and how many lines were suppressed before it.
-func (d *driftLogs) shouldLog(lg *slog.Logger, key string, now time.Time) (bool, int64) {
+// shouldLog reports whether the drift is to be logged to lg now, and how
+// many lines were suppressed before it.
+func (d *driftLogs) shouldLog(lg *slog.Logger, store Store, text string, now time.Time) (bool, int64) {
+	k := driftKey{text: text}
+	if t := reflect.TypeOf(store); t != nil && t.Comparable() {
+		k.store = store
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	st := d.byLogger[lg]
-	if st == nil {
-		if len(d.byLogger) >= maxDriftLoggers {
-			clear(d.byLogger)
+	if _, ok := d.seen[k]; ok {
+		return false, 0
+	}
+	if len(d.seen) >= maxDriftSeen {
+		clear(d.seen)
+	}
+	d.seen[k] = struct{}{}
+	b := d.budgets[lg]
+	if b == nil {
+		if len(d.budgets) >= maxDriftLoggers {
+			clear(d.budgets)
 		}
-		st = &driftLogState{seen: map[string]struct{}{}}
-		d.byLogger[lg] = st
+		b = &driftBudget{}
+		d.budgets[lg] = b
 	}
-	if _, ok := st.seen[key]; ok {
+	if now.Sub(b.minute) >= time.Minute || now.Before(b.minute) {
+		b.minute, b.lines = now, 0
+	}
+	if b.lines >= driftLogsPerMinute {
+		b.suppressed++
 		return false, 0
 	}
-	if len(st.seen) >= maxDriftSeen {
-		clear(st.seen)
-	}
-	st.seen[key] = struct{}{}
-	if now.Sub(st.minute) >= time.Minute || now.Before(st.minute) {
-		st.minute, st.lines = now, 0
-	}
-	if st.lines >= driftLogsPerMinute {
-		st.suppressed++
-		return false, 0
-	}
-	st.lines++
-	n := st.suppressed
-	st.suppressed = 0
+	b.lines++
+	n := b.suppressed
+	b.suppressed = 0
 	return true, n
 }
 

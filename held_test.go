@@ -2,6 +2,7 @@ package redlimit_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,18 +28,18 @@ func mustLimiter(t *testing.T, s redlimit.Store, name string, cfg redlimit.Confi
 }
 
 // blockFirstRelease holds the first Release in the store until released
-// is closed; later ones pass.
+// is closed, having said so on calls; later ones pass.
 type blockFirstRelease struct {
 	redlimit.Store
+	n        atomic.Int64
 	calls    chan struct{}
 	released chan struct{}
 }
 
 func (b *blockFirstRelease) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64) (int64, error) {
-	select {
-	case b.calls <- struct{}{}:
+	if b.n.Add(1) == 1 {
+		b.calls <- struct{}{}
 		<-b.released
-	default:
 	}
 	return b.Store.Release(ctx, key, known, n)
 }

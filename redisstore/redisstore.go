@@ -43,6 +43,7 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redisclient"
+	"github.com/redlimit/redlimit/internal/rediserr"
 )
 
 var (
@@ -668,25 +669,9 @@ func (s *Store) ClearExpire(ctx context.Context, name string) (bool, error) {
 	return ok, nil
 }
 
-// wrap gives a Redis error its redlimit meaning, keeping the cause: a refused
-// password or permission is ErrDenied; data of the wrong type (or a failing
-// script) is ErrCorrupt; everything else, from a refused connection or a
-// deadline to LOADING or BUSY, is ErrUnavailable.
-func wrap(err error) error {
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		msg := rerr.Error()
-		for _, code := range []string{"NOPERM", "WRONGPASS", "NOAUTH", "unauthenticated"} {
-			if strings.Contains(msg, code) {
-				return fmt.Errorf("%w: %w", redlimit.ErrDenied, err)
-			}
-		}
-		if strings.HasPrefix(msg, "WRONGTYPE") || (strings.HasPrefix(msg, "ERR") && strings.Contains(msg, "script")) {
-			return fmt.Errorf("%w: %w", redlimit.ErrCorrupt, err)
-		}
-	}
-	return fmt.Errorf("%w: %w", redlimit.ErrUnavailable, err)
-}
+// wrap gives a Redis error its redlimit meaning (internal/rediserr),
+// keeping the cause.
+func wrap(err error) error { return rediserr.Wrap(err) }
 
 // asArray checks that raw is an array of at least min elements.
 func asArray(raw any, min int) ([]any, error) {

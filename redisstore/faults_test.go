@@ -3,8 +3,11 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -212,4 +215,51 @@ func overAdmission(at []time.Time, cfg redlimit.Config) int64 {
 		}
 	}
 	return worst
+}
+
+// TestRefusedFailsFast: with nothing listening on Redis's port, a call
+// fails with ErrUnavailable after one refused dial, instead of dialling
+// again until its deadline (go-redis's dial retries and command retries).
+func TestRefusedFailsFast(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var dials atomic.Int64
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}})
+	defer rdb.Close()
+	for _, batching := range []bool{true, false} {
+		var opts []redisstore.Option
+		if !batching {
+			opts = append(opts, redisstore.WithoutBatching())
+		}
+		s, err := redisstore.New(rdb, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := redlimit.New(s, "refused", redlimit.WithConfig(redlimit.PerSecond(10)))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		calls := []func() error{
+			func() error { _, err := l.TryAcquire(ctx, 1); return err },
+			func() error { _, err := l.Config(ctx); return err },
+			func() error { _, err := l.Delete(ctx); return err },
+		}
+		for i, call := range calls {
+			before := dials.Load()
+			err := call()
+			if !errors.Is(err, redlimit.ErrUnavailable) || !errors.Is(err, syscall.ECONNREFUSED) || ctx.Err() != nil {
+				t.Errorf("batching %v, call %d: %v (context: %v); want ErrUnavailable with the refusal, before the deadline", batching, i, err, ctx.Err())
+			}
+			if n := dials.Load() - before; n != 1 {
+				t.Errorf("batching %v, call %d: %d dials; want 1", batching, i, n)
+			}
+		}
+		cancel()
+	}
 }

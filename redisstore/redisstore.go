@@ -107,6 +107,9 @@ type Store struct {
 	functionsOff atomic.Int64
 	// allowRetries: New accepts a client that retries commands.
 	allowRetries bool
+	// dials ends the calls in flight when Redis refuses a connection
+	// (refused.go).
+	dials dialSignals
 }
 
 var _ redlimit.Store = (*Store)(nil)
@@ -190,7 +193,11 @@ func AllowRetries() Option {
 // New returns a store on rdb. It refuses a client that retries commands
 // (ErrUnsafeClient) unless AllowRetries is given: build it with MaxRetries:
 // -1. Clients other than go-redis's Client, ClusterClient and Ring cannot
-// be inspected and are accepted as they are.
+// be inspected and are accepted as they are. On a *redis.Client (one
+// server, or Sentinel's failover client) it adds a dial hook to rdb: when
+// Redis refuses a connection, the store's calls in flight fail at once with
+// ErrUnavailable instead of waiting while go-redis dials again until their
+// deadline. The hook changes nothing else the client does.
 func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	if rdb == nil {
 		return nil, &redlimit.ArgumentError{Arg: "redis client", Reason: "must not be nil", Kind: redlimit.ErrInvalidArgument}
@@ -212,6 +219,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
+	s.hookRefusals(rdb)
 	s.scripter = rdb
 	if _, single := rdb.(*redis.Client); single && s.batching {
 		s.group = &group{}
@@ -235,14 +243,23 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// within runs f, returning at ctx's end at the latest: a go-redis client
+// within runs f, failing at once if Redis refuses the connection
+// (refused.go) and returning at ctx's end at the latest: a go-redis client
 // without ContextTimeoutEnabled waits for a stalled server as long as its
 // ReadTimeout (and retries), whatever the context says. A call abandoned
 // that way may still be carried out by Redis (a grant the caller never
 // learns of: a permit lost, never one granted twice).
 func within[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	if !s.mustGuard(ctx) {
-		return f(ctx)
+	r := s.failFast(ctx)
+	v, err := guarded(r, f)
+	return v, r.done(err)
+}
+
+// guarded runs f in r.ctx, returning at the end of r.watch, the caller's
+// context, when the client would not.
+func guarded[T any](r refusable, f func(context.Context) (T, error)) (T, error) {
+	if r.watch == nil {
+		return f(r.ctx)
 	}
 	type result struct {
 		v   T
@@ -250,15 +267,15 @@ func within[T any](s *Store, ctx context.Context, f func(context.Context) (T, er
 	}
 	done := make(chan result, 1)
 	go func() {
-		v, err := f(ctx)
+		v, err := f(r.ctx)
 		done <- result{v, err}
 	}()
 	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
+	case res := <-done:
+		return res.v, res.err
+	case <-r.watch.Done():
 		var zero T
-		return zero, ctx.Err()
+		return zero, r.watch.Err()
 	}
 }
 
@@ -301,12 +318,15 @@ func (s *Store) evalLimiter(ctx context.Context, writes bool, c *limiterCall) (a
 	if off := s.functionsOff.Load(); !ok || off != 0 && time.Now().UnixNano() < off || (s.acks > 0 && writes) {
 		return s.eval(ctx, limiterScript, writes, c.keys, c.args...)
 	}
-	if !s.mustGuard(ctx) {
+	r := s.failFast(ctx)
+	if r.watch == nil {
 		// The client keeps to ctx (or it has no end: a run in the
 		// background): no closure to allocate.
-		return s.fcall(ctx, d, c)
+		v, err := s.fcall(r.ctx, d, c)
+		return v, r.done(err)
 	}
-	return within(s, ctx, func(ctx context.Context) (any, error) { return s.fcall(ctx, d, c) })
+	v, err := guarded(r, func(ctx context.Context) (any, error) { return s.fcall(ctx, d, c) })
+	return v, r.done(err)
 }
 
 // fcall runs limiter.lua as a function, loading the library when Redis

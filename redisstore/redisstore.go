@@ -514,6 +514,13 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 		// call does the same.
 		_, _ = s.runOne(ctx, redlimit.Key{Name: name, Client: "set-rate"}, encode(stored), call{op: opRelease})
 	}
+	if how == redlimit.SetResetState {
+		// A fresh start for every client, those whose keys hold foreign
+		// data included (foreign.go).
+		if _, err := within(s, ctx, func(ctx context.Context) (int, error) { return s.clearForeign(ctx, name) }); err != nil {
+			return redlimit.Config{}, false, wrap(err)
+		}
+	}
 	return stored, r[0] == int64(1), nil
 }
 
@@ -636,7 +643,9 @@ func (s *Store) Available(ctx context.Context, key redlimit.Key, known redlimit.
 
 // Delete implements redlimit.Store. The PerClient state of other clients is
 // left to expire on its own; it belongs to the deleted limiter's epoch and no
-// new config will match it.
+// new config will match it. Clients' keys that hold data redlimit did not
+// write, which would never expire, are removed (as by SetConfig with
+// SetResetState).
 func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
 	if err := redlimit.ValidateName(name); err != nil {
 		return false, err
@@ -652,6 +661,9 @@ func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
 		})
 		return err == nil && exists.Val() == 1, err
 	})
+	if err == nil {
+		_, err = within(s, ctx, func(ctx context.Context) (int, error) { return s.clearForeign(ctx, name) })
+	}
 	if err != nil {
 		return false, wrap(err)
 	}

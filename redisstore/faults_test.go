@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sort"
 	"sync"
@@ -14,7 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/redisstore"
 )
 
@@ -261,5 +264,66 @@ func TestRefusedFailsFast(t *testing.T) {
 			}
 		}
 		cancel()
+	}
+}
+
+// TestFlushAllBound: FLUSHALL loses every limiter's state; the clients
+// restore the config they know, and the limiter starts again from empty.
+// So a greedy client is granted at most one full allowance more than the
+// algorithm alone grants it (Config.MaxPermits: the rate for the window
+// algorithms, the burst for the token bucket, the capacity for the leaky
+// bucket), whatever the moment of the flush. The test drives the same
+// greedy client on Redis and, without the flush, on memstore (the same
+// rules), on one fake clock, and measures the difference.
+func TestFlushAllBound(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	for _, alg := range redlimit.Algorithms {
+		for _, flushAt := range []int{10, 25, 33} { // steps of a twentieth of the interval
+			cfg, err := redlimit.Config{Algorithm: alg, Rate: 50, Interval: time.Second}.Normalize()
+			if err != nil {
+				t.Fatal(err)
+			}
+			clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+			rs, err := redisstore.New(rdb, redisstore.WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("flush-%s-%d", alg, flushAt)
+			onRedis, _ := redlimit.New(rs, name, redlimit.WithConfig(cfg))
+			alone, _ := redlimit.New(memstore.New(memstore.WithClock(clk)), name, redlimit.WithConfig(cfg))
+			if err := onRedis.SetRate(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			drain := func(l *redlimit.Limiter) int64 {
+				var n int64
+				for n < 10*cfg.MaxPermits() {
+					r, err := l.TryAcquire(ctx, 1)
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					if !r.Allowed {
+						break
+					}
+					n++
+				}
+				return n
+			}
+			var withFlush, without int64
+			for step := 0; step < 60; step++ {
+				if step == flushAt {
+					rdb.FlushAll(ctx)
+				}
+				withFlush += drain(onRedis)
+				without += drain(alone)
+				clk.Advance(cfg.Interval / 20)
+			}
+			over := withFlush - without
+			t.Logf("FIGURES | FLUSHALL | %s, flushed at %d/20 of an interval | granted %d with the flush, %d without | over-admission %d (bound %d)",
+				alg, flushAt, withFlush, without, over, cfg.MaxPermits())
+			if over < 0 || over > cfg.MaxPermits() {
+				t.Errorf("%s flushed at step %d: over-admission %d; want 0..%d", alg, flushAt, over, cfg.MaxPermits())
+			}
+		}
 	}
 }

@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +24,43 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// shard is one shard of a Cluster as CLUSTER SHARDS lists it.
+type shard struct {
+	slots    []redis.SlotRange
+	primary  string   // address of its primary, "" when none is online
+	replicas []string // addresses of its online replicas
+}
+
+func (sh shard) serves(slot int64) bool {
+	for _, r := range sh.slots {
+		if r.Start <= slot && slot <= r.End {
+			return true
+		}
+	}
+	return false
+}
+
+// shards lists the Cluster's shards.
+func shards(ctx context.Context, c *redis.ClusterClient) []shard {
+	var out []shard
+	for _, s := range c.ClusterShards(ctx).Val() {
+		sh := shard{slots: s.Slots}
+		for _, n := range s.Nodes {
+			if n.Health != "online" {
+				continue
+			}
+			addr := net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+			if n.Role == "master" {
+				sh.primary = addr
+			} else {
+				sh.replicas = append(sh.replicas, addr)
+			}
+		}
+		out = append(out, sh)
+	}
+	return out
 }
 
 // TestFailovers runs the load through a Sentinel failover, a Cluster
@@ -97,11 +136,11 @@ func TestFailovers(t *testing.T) {
 	nodeClient := func(addr string) *redis.Client { return redis.NewClient(&redis.Options{Addr: addr}) }
 	// owner returns the address and ID of the primary serving the slot.
 	owner := func() (string, string) {
-		for _, s := range admin.ClusterSlots(ctx).Val() {
-			if int64(s.Start) <= slot && slot <= int64(s.End) {
-				c := nodeClient(s.Nodes[0].Addr)
+		for _, sh := range shards(ctx, admin) {
+			if sh.serves(slot) && sh.primary != "" {
+				c := nodeClient(sh.primary)
 				defer c.Close()
-				return s.Nodes[0].Addr, c.ClusterMyID(ctx).Val()
+				return sh.primary, c.ClusterMyID(ctx).Val()
 			}
 		}
 		t.Fatalf("no owner for slot %d", slot)
@@ -112,9 +151,9 @@ func TestFailovers(t *testing.T) {
 		primary, _ := owner()
 		var replica string
 		waitFor(t, "the slot's primary to list its replica", func() bool {
-			for _, s := range admin.ClusterSlots(ctx).Val() {
-				if s.Nodes[0].Addr == primary && len(s.Nodes) > 1 {
-					replica = s.Nodes[1].Addr
+			for _, sh := range shards(ctx, admin) {
+				if sh.primary == primary && len(sh.replicas) > 0 {
+					replica = sh.replicas[0]
 				}
 			}
 			return replica != ""
@@ -138,8 +177,8 @@ func TestFailovers(t *testing.T) {
 	t.Run("cluster slot migration", func(t *testing.T) {
 		fromAddr, fromID := owner()
 		var toAddr, toID string
-		for _, s := range admin.ClusterSlots(ctx).Val() {
-			if a := s.Nodes[0].Addr; a != fromAddr {
+		for _, sh := range shards(ctx, admin) {
+			if a := sh.primary; a != "" && a != fromAddr && len(sh.slots) > 0 {
 				c := nodeClient(a)
 				toAddr, toID = a, c.ClusterMyID(ctx).Val()
 				c.Close()

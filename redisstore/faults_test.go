@@ -97,7 +97,7 @@ var loadConfig = redlimit.PerInterval(20, 100*time.Millisecond)
 // inject, 0.8 s later heal, then 1 s more. It returns every call and when
 // the fault was healed. The sleeps set the fault's timeline; nothing waits
 // on them for a result.
-func underLoad(t *testing.T, newClient func() redis.UniversalClient, inject, heal func(), opts ...redisstore.Option) ([]call, time.Time) {
+func underLoad(t *testing.T, newClient func() redis.UniversalClient, inject, heal func(), cfg redlimit.Config, opts ...redisstore.Option) ([]call, time.Time) {
 	var (
 		mu    sync.Mutex
 		calls []call
@@ -108,7 +108,7 @@ func underLoad(t *testing.T, newClient func() redis.UniversalClient, inject, hea
 		rdb := newClient()
 		defer rdb.Close()
 		s, _ := redisstore.New(rdb, opts...)
-		l, _ := redlimit.New(s, "faults", redlimit.WithConfig(loadConfig))
+		l, _ := redlimit.New(s, "faults", redlimit.WithConfig(cfg))
 		for w := 0; w < loadWorkers; w++ {
 			wg.Add(1)
 			go func() {
@@ -154,7 +154,7 @@ func TestFaults(t *testing.T) {
 			newClient := func() redis.UniversalClient {
 				return redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 			}
-			calls, healed := underLoad(t, newClient, func() { f.inject(t, srv, admin) }, func() { f.heal(t, srv, admin) })
+			calls, healed := underLoad(t, newClient, func() { f.inject(t, srv, admin) }, func() { f.heal(t, srv, admin) }, loadConfig)
 			report(t, f, calls, healed, loadConfig, loadDeadline)
 		})
 	}
@@ -198,16 +198,29 @@ func report(t *testing.T, f fault, calls []call, healed time.Time, cfg redlimit.
 	if f.kept && over > 0 {
 		t.Errorf("Redis kept its data, yet %d permits beyond the limit were granted", over)
 	}
-	if !f.kept && over > cfg.Rate {
-		t.Errorf("over-admission %d exceeds one window's worth (%d)", over, cfg.Rate)
+	if !f.kept && over > cfg.MaxPermits() {
+		t.Errorf("over-admission %d exceeds one full allowance (%d)", over, cfg.MaxPermits())
 	}
 }
 
-// overAdmission is the most permits beyond the rate in any window of the
-// interval, judged by the grants' Redis times.
+// overAdmission is the most permits granted beyond what the algorithm
+// allows, judged by the grants' Redis times: for the sliding log, beyond
+// the rate in any window of the interval; for the token bucket, beyond
+// the burst plus what refilled, in any span.
 func overAdmission(at []time.Time, cfg redlimit.Config) int64 {
 	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
 	var worst int64
+	if cfg.Algorithm == redlimit.TokenBucket {
+		for i := range at {
+			for j := i; j < len(at); j++ {
+				refill := int64(float64(cfg.Rate) * float64(at[j].Sub(at[i])) / float64(cfg.Interval))
+				if n := int64(j-i+1) - cfg.Burst - refill; n > worst {
+					worst = n
+				}
+			}
+		}
+		return worst
+	}
 	j := 0
 	for i := range at {
 		for at[j].Add(cfg.Interval).Compare(at[i]) <= 0 {

@@ -142,7 +142,16 @@ func WithClock(c clock.Clock) Option {
 // not confirm in time is reported as ErrUnavailable, never as a grant: so a
 // failover to a replica that confirmed loses no grant the callers acted on
 // (Redis replicates asynchronously, and without this a failover can forget
-// up to one window of grants). It costs the replication latency per call.
+// up to one full allowance of grants: the rate, or a token bucket's
+// burst). It costs the replication latency per call.
+//
+// Ask for every replica the primary has. With fewer, a failover that
+// leaves the old primary up (SENTINEL FAILOVER) can still lose the grants
+// a replica that was not promoted acknowledged before Sentinel moved it.
+// With every replica, the new primary grants again only once it has that
+// many replicas: with one replica, when Sentinel has turned the old
+// primary into its replica, which Sentinel does about ten seconds after
+// the promotion (its own delays, not configurable).
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return func(s *Store) error {
 		if replicas < 1 || timeout < time.Millisecond {

@@ -13,10 +13,21 @@ import (
 // without a TTL it would for good. SetConfig with SetResetState and Delete
 // remove such keys, found with SCAN on the node that serves the limiter
 // (a walk over that node's keys, in steps that never block Redis; on a
-// node with millions of keys it takes that many steps' round trips).
+// node with millions of keys it takes that many steps' round trips). It
+// needs SCAN and TYPE; an ACL that forbids them skips it.
 
 // globEscaper escapes what SCAN's MATCH would read as a pattern.
 var globEscaper = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
+
+// clearForeignIn runs clearForeign within ctx; an ACL without SCAN or
+// TYPE makes it a no-op.
+func (s *Store) clearForeignIn(ctx context.Context, name string) error {
+	_, err := within(s, ctx, func(ctx context.Context) (int, error) { return s.clearForeign(ctx, name) })
+	if redis.IsPermissionError(err) {
+		return nil
+	}
+	return err
+}
 
 // clearForeign deletes the keys of name's clients that do not hold what
 // redlimit writes there, and reports how many it deleted.

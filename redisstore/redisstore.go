@@ -526,7 +526,7 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	if how == redlimit.SetResetState {
 		// A fresh start for every client, those whose keys hold foreign
 		// data included (foreign.go).
-		if _, err := within(s, ctx, func(ctx context.Context) (int, error) { return s.clearForeign(ctx, name) }); err != nil {
+		if err := s.clearForeignIn(ctx, name); err != nil {
 			return redlimit.Config{}, false, wrap(err)
 		}
 	}
@@ -671,7 +671,7 @@ func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
 		return err == nil && exists.Val() == 1, err
 	})
 	if err == nil {
-		_, err = within(s, ctx, func(ctx context.Context) (int, error) { return s.clearForeign(ctx, name) })
+		err = s.clearForeignIn(ctx, name)
 	}
 	if err != nil {
 		return false, wrap(err)

@@ -244,15 +244,15 @@ func TestRefusedFailsFast(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	var dials atomic.Int64
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		dials.Add(1)
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
-	}})
-	defer rdb.Close()
-	for _, batching := range []bool{true, false} {
+	for _, v := range []struct{ bounded, batching bool }{{false, true}, {false, false}, {true, true}, {true, false}} {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: v.bounded, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}})
+		defer rdb.Close()
 		var opts []redisstore.Option
-		if !batching {
+		if !v.batching {
 			opts = append(opts, redisstore.WithoutBatching())
 		}
 		s, err := redisstore.New(rdb, opts...)
@@ -261,6 +261,14 @@ func TestRefusedFailsFast(t *testing.T) {
 		}
 		l, _ := redlimit.New(s, "refused", redlimit.WithConfig(redlimit.PerSecond(10)))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if v.bounded {
+			// A client that keeps to contexts runs the calls in theirs
+			// until a dial is refused: the first call may wait out
+			// go-redis's dial retries.
+			if _, err := l.TryAcquire(ctx, 1); !errors.Is(err, redlimit.ErrUnavailable) {
+				t.Errorf("bounded client, first call: %v; want ErrUnavailable", err)
+			}
+		}
 		calls := []func() error{
 			func() error { _, err := l.TryAcquire(ctx, 1); return err },
 			func() error { _, err := l.Config(ctx); return err },
@@ -270,10 +278,10 @@ func TestRefusedFailsFast(t *testing.T) {
 			before := dials.Load()
 			err := call()
 			if !errors.Is(err, redlimit.ErrUnavailable) || !errors.Is(err, syscall.ECONNREFUSED) || ctx.Err() != nil {
-				t.Errorf("batching %v, call %d: %v (context: %v); want ErrUnavailable with the refusal, before the deadline", batching, i, err, ctx.Err())
+				t.Errorf("%+v, call %d: %v (context: %v); want ErrUnavailable with the refusal, before the deadline", v, i, err, ctx.Err())
 			}
 			if n := dials.Load() - before; n != 1 {
-				t.Errorf("batching %v, call %d: %d dials; want 1", batching, i, n)
+				t.Errorf("%+v, call %d: %d dials; want 1", v, i, n)
 			}
 		}
 		cancel()

@@ -274,9 +274,9 @@ func guarded[T any](r refusable, f func(context.Context) (T, error)) (T, error) 
 		v   T
 		err error
 	}
-	done := make(chan result, 1)
+	done, ctx := make(chan result, 1), r.ctx
 	go func() {
-		v, err := f(r.ctx)
+		v, err := f(ctx)
 		done <- result{v, err}
 	}()
 	select {

@@ -29,6 +29,9 @@ import (
 type dialSignals struct {
 	mu  sync.Mutex
 	cur atomic.Pointer[refusalSignal]
+	// down: the last dial was refused (set by a refusal, cleared by a
+	// dial that connected).
+	down atomic.Bool
 }
 
 // refusalSignal is a context ended (with the dial's error as its cause) at
@@ -58,6 +61,7 @@ func (r *dialSignals) live() *refusalSignal {
 
 // refused ends the calls in flight with err.
 func (r *dialSignals) refused(err error) {
+	r.down.Store(true)
 	if s := r.cur.Load(); s != nil && !s.refused.Load() {
 		s.refused.Store(true)
 		s.cancel(err)
@@ -79,8 +83,13 @@ type refusable struct {
 
 // failFast returns where a call within ctx runs. A context that carries
 // nothing (a background run's) is replaced by the signal's own, at no
-// cost, and so is one the store watches itself; only a client that keeps
-// to contexts gets a child of ctx that the signal cancels.
+// cost, and so is one the store watches itself (with the caller's values:
+// one small allocation). A client that keeps to contexts itself gets, once
+// a dial was refused and until one connects again, a child of ctx that the
+// signal cancels; while Redis answers it runs in ctx as it is (a child
+// context per call costs more than the call's other allocations together),
+// so the calls that meet the first refusal wait out their deadline, or
+// go-redis's dial retries, and the ones after them fail at once.
 func (s *Store) failFast(ctx context.Context) refusable {
 	sig := s.dials.live()
 	switch {
@@ -88,6 +97,8 @@ func (s *Store) failFast(ctx context.Context) refusable {
 		return refusable{ctx: sig.ctx, sig: sig}
 	case s.mustGuard(ctx):
 		return refusable{ctx: &detached{Context: sig.ctx, values: ctx}, watch: ctx, sig: sig}
+	case !s.dials.down.Load():
+		return refusable{ctx: ctx, sig: sig}
 	}
 	c, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(sig.ctx, func() { cancel(context.Cause(sig.ctx)) })
@@ -125,6 +136,8 @@ func (h refusalHook) DialHook(next redis.DialHook) redis.DialHook {
 		conn, err := next(ctx, network, addr)
 		if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
 			h.r.refused(err)
+		} else if err == nil && h.r.down.Load() {
+			h.r.down.Store(false)
 		}
 		return conn, err
 	}

@@ -133,7 +133,14 @@ func (l *Limiter) degraded(ctx context.Context, n int64, maxWait time.Duration, 
 		if n > local.MaxPermits() {
 			return Result{Degraded: true}, nil // can never pass the local share: a refusal
 		}
-		d, ferr := fb.store.Acquire(ctx, fb.key(), local, n, maxWait)
+		fctx := ctx
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The deadline passed while the store was asked: deciding in
+			// the fallback takes no time, and an answer beats a second
+			// error. A caller that cancelled gets its error.
+			fctx = context.WithoutCancel(ctx)
+		}
+		d, ferr := fb.store.Acquire(fctx, fb.key(), local, n, maxWait)
 		if ferr == nil {
 			r, werr := fb.wait(ctx, d, n)
 			r.Degraded = true

@@ -168,7 +168,7 @@ func TestFailovers(t *testing.T) {
 					}
 				}, v.cfg, opts...)
 			<-promotedSeen
-			report(t, fault{name: name, kept: v.kept}, calls, healed, v.cfg, loadDeadline)
+			report(t, fault{name: name, kept: v.kept, split: !v.kept}, calls, healed, v.cfg, loadDeadline)
 			// The first grant of the new primary: of a call made once
 			// Sentinel named it (with acknowledgements, the old primary,
 			// without its replica, grants nothing then).

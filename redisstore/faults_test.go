@@ -29,15 +29,19 @@ type fault struct {
 	kept   bool
 	inject func(t *testing.T, srv *redistest.Server, admin *redis.Client)
 	heal   func(t *testing.T, srv *redistest.Server, admin *redis.Client)
+	// split: the fault leaves two primaries taking writes for a while
+	// (a failover that leaves the old one up); the grants lost grow with
+	// that while, so no bound is asserted, only figures.
+	split bool
 }
 
 var faults = []fault{
 	{"kill -9, restart without persistence", false,
 		func(t *testing.T, s *redistest.Server, _ *redis.Client) { s.Kill() },
-		func(t *testing.T, s *redistest.Server, _ *redis.Client) { s.Restart(t) }},
+		func(t *testing.T, s *redistest.Server, _ *redis.Client) { s.Restart(t) }, false},
 	{"stall (SIGSTOP, SIGCONT)", true,
 		func(t *testing.T, s *redistest.Server, _ *redis.Client) { s.Pause() },
-		func(t *testing.T, s *redistest.Server, _ *redis.Client) { s.Resume() }},
+		func(t *testing.T, s *redistest.Server, _ *redis.Client) { s.Resume() }, false},
 	{"busy script, then SCRIPT KILL", true,
 		func(t *testing.T, s *redistest.Server, admin *redis.Client) {
 			admin.ConfigSet(context.Background(), "busy-reply-threshold", "50")
@@ -48,13 +52,13 @@ var faults = []fault{
 			killer := redis.NewClient(&redis.Options{Addr: s.Addr})
 			defer killer.Close()
 			killer.ScriptKill(context.Background())
-		}},
+		}, false},
 	{"FLUSHALL", false,
 		func(t *testing.T, _ *redistest.Server, admin *redis.Client) { admin.FlushAll(context.Background()) },
-		func(t *testing.T, _ *redistest.Server, _ *redis.Client) {}},
+		func(t *testing.T, _ *redistest.Server, _ *redis.Client) {}, false},
 	{"SCRIPT FLUSH", true,
 		func(t *testing.T, _ *redistest.Server, admin *redis.Client) { admin.ScriptFlush(context.Background()) },
-		func(t *testing.T, _ *redistest.Server, _ *redis.Client) {}},
+		func(t *testing.T, _ *redistest.Server, _ *redis.Client) {}, false},
 	{"maxmemory reached, noeviction", true,
 		func(t *testing.T, _ *redistest.Server, admin *redis.Client) {
 			ctx := context.Background()
@@ -63,7 +67,7 @@ var faults = []fault{
 		},
 		func(t *testing.T, _ *redistest.Server, admin *redis.Client) {
 			admin.ConfigSet(context.Background(), "maxmemory", "0")
-		}},
+		}, false},
 	{"maxmemory reached, allkeys-lru evicting", false,
 		func(t *testing.T, _ *redistest.Server, admin *redis.Client) {
 			ctx := context.Background()
@@ -72,7 +76,7 @@ var faults = []fault{
 		},
 		func(t *testing.T, _ *redistest.Server, admin *redis.Client) {
 			admin.ConfigSet(context.Background(), "maxmemory", "0")
-		}},
+		}, false},
 }
 
 // call is one TryAcquire of the load.
@@ -198,7 +202,7 @@ func report(t *testing.T, f fault, calls []call, healed time.Time, cfg redlimit.
 	if f.kept && over > 0 {
 		t.Errorf("Redis kept its data, yet %d permits beyond the limit were granted", over)
 	}
-	if !f.kept && over > cfg.MaxPermits() {
+	if !f.kept && !f.split && over > cfg.MaxPermits() {
 		t.Errorf("over-admission %d exceeds one full allowance (%d)", over, cfg.MaxPermits())
 	}
 }

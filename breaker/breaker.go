@@ -14,6 +14,15 @@
 // Limiter on it, so that all of them learn of an outage from the first
 // calls that meet it.
 //
+// It is not on by default. It works over any Store, so it is a decorator
+// rather than a part of one store; and only a deployment knows whether
+// answering every call at once from a fallback for a cool-down after a few
+// failures suits it (a limiter without a fallback, failing closed, then
+// refuses for the whole cool-down). What is on by default is cheaper and
+// always safe: with a fallback or FailOpen, the store gets only part of
+// each call's deadline (redlimit.WithStoreShare), so the fallback always
+// has time to answer.
+//
 //	rs, _ := redisstore.New(rdb)
 //	store, _ := breaker.New(rs, breaker.Settings{})
 //	defer store.Close()

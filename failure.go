@@ -34,10 +34,8 @@ func (circuitOpen) Error() string { return "redlimit: store unavailable: circuit
 // Is makes ErrCircuitOpen match ErrUnavailable.
 func (circuitOpen) Is(target error) bool { return target == ErrUnavailable }
 
-// DefaultStoreShare is the part of a call's time left before its deadline
-// that the store may use when a fallback or FailOpen can answer instead
-// (WithStoreShare).
-const DefaultStoreShare = 0.5
+// defaultStoreShare is WithStoreShare's default.
+const defaultStoreShare = 0.5
 
 // WithStoreShare sets the part (0 < share <= 1) of the time left before a
 // call's deadline that the store may use, when a fallback (WithFallback) or
@@ -46,7 +44,7 @@ const DefaultStoreShare = 0.5
 // stalled store would use the whole deadline and the fallback would always
 // come too late. 1 gives the store the whole deadline. Calls without a
 // deadline, and limiters with neither a fallback nor FailOpen, are not
-// affected. Default: DefaultStoreShare. A circuit breaker in front of the
+// affected. Default: 0.5. A circuit breaker in front of the
 // store (package breaker) spares even that share once the store is known
 // to be down.
 func WithStoreShare(share float64) Option {
@@ -64,7 +62,7 @@ func WithStoreShare(share float64) Option {
 func (l *Limiter) storeAcquire(ctx context.Context, known Config, n int64, maxWait time.Duration) (Decision, error) {
 	share := l.storeShare
 	if share == 0 {
-		share = DefaultStoreShare
+		share = defaultStoreShare
 	}
 	if share >= 1 || l.fallback == nil && l.policy != FailOpen {
 		return l.store.Acquire(ctx, l.key(), known, n, maxWait)

@@ -25,7 +25,7 @@ type Limiter struct {
 	fallback Store
 	share    float64
 	// storeShare: the part of a deadline the store may use when something
-	// else can answer (failure.go); 0 is DefaultStoreShare.
+	// else can answer (failure.go); 0 is the default.
 	storeShare float64
 
 	// known is the last config seen, sent along so that a store that lost

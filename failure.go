@@ -21,6 +21,61 @@ const (
 	FailOpen
 )
 
+// ErrCircuitOpen: a circuit breaker in front of the store (package breaker)
+// has seen the store fail and answers at once, without calling it, until a
+// probe finds it back. It is also an ErrUnavailable, so the failure policy
+// and the fallback answer it as they answer any outage.
+var ErrCircuitOpen error = circuitOpen{}
+
+type circuitOpen struct{}
+
+func (circuitOpen) Error() string { return "redlimit: store unavailable: circuit breaker open" }
+
+// Is makes ErrCircuitOpen match ErrUnavailable.
+func (circuitOpen) Is(target error) bool { return target == ErrUnavailable }
+
+// defaultStoreShare is WithStoreShare's default.
+const defaultStoreShare = 0.5
+
+// WithStoreShare sets the part (0 < share <= 1) of the time left before a
+// call's deadline that the store may use, when a fallback (WithFallback) or
+// FailOpen can answer in its place: a store that does not answer within it
+// is given up and the rest of the time goes to the fallback. Without it, a
+// stalled store would use the whole deadline and the fallback would always
+// come too late. 1 gives the store the whole deadline. Calls without a
+// deadline, and limiters with neither a fallback nor FailOpen, are not
+// affected. Default: 0.5. A circuit breaker in front of the
+// store (package breaker) spares even that share once the store is known
+// to be down.
+func WithStoreShare(share float64) Option {
+	return func(l *Limiter) error {
+		if !(share > 0 && share <= 1) {
+			return &ArgumentError{Arg: "store share", Value: fmt.Sprint(share), Reason: "must be in (0, 1]", Kind: ErrInvalidArgument}
+		}
+		l.storeShare = share
+		return nil
+	}
+}
+
+// storeAcquire asks the store for the permits, within the store's share of
+// the deadline when something else can answer in its place.
+func (l *Limiter) storeAcquire(ctx context.Context, known Config, n int64, maxWait time.Duration) (Decision, error) {
+	share := l.storeShare
+	if share == 0 {
+		share = defaultStoreShare
+	}
+	if share >= 1 || l.fallback == nil && l.policy != FailOpen {
+		return l.store.Acquire(ctx, l.key(), known, n, maxWait)
+	}
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return l.store.Acquire(ctx, l.key(), known, n, maxWait)
+	}
+	sctx, cancel := context.WithDeadline(ctx, time.Now().Add(time.Duration(float64(time.Until(dl))*share)))
+	defer cancel()
+	return l.store.Acquire(sctx, l.key(), known, n, maxWait)
+}
+
 // WithFailurePolicy sets what acquire calls answer while the store is
 // unavailable. WithFallback takes precedence while it knows the config.
 func WithFailurePolicy(p FailurePolicy) Option {
@@ -38,7 +93,10 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // share (0 < share <= 1) of the limit: with N instances of a service, 1/N
 // keeps the whole near the shared limit. Results are marked Degraded. It
 // needs the config (WithConfig, or any earlier answer from the store); until
-// one is known the failure policy applies.
+// one is known the failure policy applies. The main store gets only part of
+// each call's deadline (WithStoreShare), so that the fallback has time left
+// to answer; put a circuit breaker in front of it (package breaker) so that
+// a store known to be down is not asked at all.
 func WithFallback(store Store, share float64) Option {
 	return func(l *Limiter) error {
 		if store == nil || !(share > 0 && share <= 1) {
@@ -73,7 +131,14 @@ func (l *Limiter) degraded(ctx context.Context, n int64, maxWait time.Duration, 
 		if n > local.MaxPermits() {
 			return Result{Degraded: true}, nil // can never pass the local share: a refusal
 		}
-		d, ferr := fb.store.Acquire(ctx, fb.key(), local, n, maxWait)
+		fctx := ctx
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The deadline passed while the store was asked: deciding in
+			// the fallback takes no time, and an answer beats a second
+			// error. A caller that cancelled gets its error.
+			fctx = context.WithoutCancel(ctx)
+		}
+		d, ferr := fb.store.Acquire(fctx, fb.key(), local, n, maxWait)
 		if ferr == nil {
 			r, werr := fb.wait(ctx, d, n)
 			r.Degraded = true

@@ -25,6 +25,9 @@ type Limiter struct {
 	policy   FailurePolicy
 	fallback Store
 	share    float64
+	// storeShare: the part of a deadline the store may use when something
+	// else can answer (failure.go); 0 is the default.
+	storeShare float64
 
 	// known is the last config seen, sent along so that a store that lost
 	// it heals; nil until one is known.
@@ -690,7 +693,7 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 			maxWait = left
 		}
 	}
-	d, err := l.store.Acquire(ctx, l.key(), known, n, maxWait)
+	d, err := l.storeAcquire(ctx, known, n, maxWait)
 	if err != nil {
 		return l.degraded(ctx, n, maxWait, err)
 	}

@@ -35,7 +35,6 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -46,6 +45,7 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redisclient"
+	"github.com/redlimit/redlimit/internal/rediserr"
 )
 
 // Layout is the generation of Redisson's data a store reads and writes.
@@ -344,19 +344,9 @@ func (s *Store) randomParts() []any {
 	return out
 }
 
-// wrap gives a Redis error its redlimit meaning, keeping the cause: data of
-// the wrong type or a failing script is ErrCorrupt; anything else (refused
-// connection, deadline, LOADING, ...) is ErrUnavailable.
-func wrap(err error) error {
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		msg := rerr.Error()
-		if strings.HasPrefix(msg, "WRONGTYPE") || (strings.HasPrefix(msg, "ERR") && strings.Contains(msg, "script")) {
-			return fmt.Errorf("%w: %w", redlimit.ErrCorrupt, err)
-		}
-	}
-	return fmt.Errorf("%w: %w", redlimit.ErrUnavailable, err)
-}
+// wrap gives a Redis error its redlimit meaning (internal/rediserr),
+// keeping the cause.
+func wrap(err error) error { return rediserr.Wrap(err) }
 
 // toInt reads a reply element holding an integer (as a Redis integer or a
 // decimal string).

@@ -43,6 +43,7 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redisclient"
+	"github.com/redlimit/redlimit/internal/rediserr"
 )
 
 var (
@@ -106,6 +107,9 @@ type Store struct {
 	functionsOff atomic.Int64
 	// allowRetries: New accepts a client that retries commands.
 	allowRetries bool
+	// dials ends the calls in flight when Redis refuses a connection
+	// (refused.go).
+	dials dialSignals
 }
 
 var _ redlimit.Store = (*Store)(nil)
@@ -138,7 +142,16 @@ func WithClock(c clock.Clock) Option {
 // not confirm in time is reported as ErrUnavailable, never as a grant: so a
 // failover to a replica that confirmed loses no grant the callers acted on
 // (Redis replicates asynchronously, and without this a failover can forget
-// up to one window of grants). It costs the replication latency per call.
+// up to one full allowance of grants: the rate, or a token bucket's
+// burst). It costs the replication latency per call.
+//
+// Ask for every replica the primary has. With fewer, a failover that
+// leaves the old primary up (SENTINEL FAILOVER) can still lose the grants
+// a replica that was not promoted acknowledged before Sentinel moved it.
+// With every replica, the new primary grants again only once it has that
+// many replicas: with one replica, when Sentinel has turned the old
+// primary into its replica, which Sentinel does about ten seconds after
+// the promotion (its own delays, not configurable).
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return func(s *Store) error {
 		if replicas < 1 || timeout < time.Millisecond {
@@ -193,7 +206,11 @@ func AllowRetries() Option {
 // resends a script the Cluster turned down without running it (MOVED,
 // ASK, TRYAGAIN, CLUSTERDOWN), up to five times within the call's context.
 // Clients other than go-redis's Client, ClusterClient and Ring cannot be
-// inspected and are accepted as they are.
+// inspected and are accepted as they are. On a *redis.Client (one
+// server, or Sentinel's failover client) it adds a dial hook to rdb: when
+// Redis refuses a connection, the store's calls in flight fail at once with
+// ErrUnavailable instead of waiting while go-redis dials again until their
+// deadline. The hook changes nothing else the client does.
 func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	if rdb == nil {
 		return nil, &redlimit.ArgumentError{Arg: "redis client", Reason: "must not be nil", Kind: redlimit.ErrInvalidArgument}
@@ -215,6 +232,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
+	s.hookRefusals(rdb)
 	s.scripter = rdb
 	if cc, ok := rdb.(*redis.ClusterClient); ok && !s.autoPipe {
 		// MOVED, ASK, TRYAGAIN and CLUSTERDOWN are followed here, as
@@ -245,30 +263,39 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// within runs f, returning at ctx's end at the latest: a go-redis client
+// within runs f, failing at once if Redis refuses the connection
+// (refused.go) and returning at ctx's end at the latest: a go-redis client
 // without ContextTimeoutEnabled waits for a stalled server as long as its
 // ReadTimeout (and retries), whatever the context says. A call abandoned
 // that way may still be carried out by Redis (a grant the caller never
 // learns of: a permit lost, never one granted twice).
 func within[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	if !s.mustGuard(ctx) {
-		return f(ctx)
+	r := s.failFast(ctx)
+	v, err := guarded(r, f)
+	return v, r.done(err)
+}
+
+// guarded runs f in r.ctx, returning at the end of r.watch, the caller's
+// context, when the client would not.
+func guarded[T any](r refusable, f func(context.Context) (T, error)) (T, error) {
+	if r.watch == nil {
+		return f(r.ctx)
 	}
 	type result struct {
 		v   T
 		err error
 	}
-	done := make(chan result, 1)
+	done, ctx := make(chan result, 1), r.ctx
 	go func() {
 		v, err := f(ctx)
 		done <- result{v, err}
 	}()
 	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
+	case res := <-done:
+		return res.v, res.err
+	case <-r.watch.Done():
 		var zero T
-		return zero, ctx.Err()
+		return zero, r.watch.Err()
 	}
 }
 
@@ -311,12 +338,15 @@ func (s *Store) evalLimiter(ctx context.Context, writes bool, c *limiterCall) (a
 	if off := s.functionsOff.Load(); !ok || off != 0 && time.Now().UnixNano() < off || (s.acks > 0 && writes) {
 		return s.eval(ctx, limiterScript, writes, c.keys, c.args...)
 	}
-	if !s.mustGuard(ctx) {
+	r := s.failFast(ctx)
+	if r.watch == nil {
 		// The client keeps to ctx (or it has no end: a run in the
 		// background): no closure to allocate.
-		return s.fcall(ctx, d, c)
+		v, err := s.fcall(r.ctx, d, c)
+		return v, r.done(err)
 	}
-	return within(s, ctx, func(ctx context.Context) (any, error) { return s.fcall(ctx, d, c) })
+	v, err := guarded(r, func(ctx context.Context) (any, error) { return s.fcall(ctx, d, c) })
+	return v, r.done(err)
 }
 
 // fcall runs limiter.lua as a function, loading the library when Redis
@@ -504,6 +534,13 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 		// call does the same.
 		_, _ = s.runOne(ctx, redlimit.Key{Name: name, Client: "set-rate"}, encode(stored), call{op: opRelease})
 	}
+	if how == redlimit.SetResetState {
+		// A fresh start for every client, those whose keys hold foreign
+		// data included (foreign.go).
+		if err := s.clearForeignIn(ctx, name); err != nil {
+			return redlimit.Config{}, false, wrap(err)
+		}
+	}
 	return stored, r[0] == int64(1), nil
 }
 
@@ -626,7 +663,9 @@ func (s *Store) Available(ctx context.Context, key redlimit.Key, known redlimit.
 
 // Delete implements redlimit.Store. The PerClient state of other clients is
 // left to expire on its own; it belongs to the deleted limiter's epoch and no
-// new config will match it.
+// new config will match it. Clients' keys that hold data redlimit did not
+// write, which would never expire, are removed (as by SetConfig with
+// SetResetState).
 func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
 	if err := redlimit.ValidateName(name); err != nil {
 		return false, err
@@ -642,6 +681,9 @@ func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
 		})
 		return err == nil && exists.Val() == 1, err
 	})
+	if err == nil {
+		err = s.clearForeignIn(ctx, name)
+	}
 	if err != nil {
 		return false, wrap(err)
 	}
@@ -679,25 +721,9 @@ func (s *Store) ClearExpire(ctx context.Context, name string) (bool, error) {
 	return ok, nil
 }
 
-// wrap gives a Redis error its redlimit meaning, keeping the cause: a refused
-// password or permission is ErrDenied; data of the wrong type (or a failing
-// script) is ErrCorrupt; everything else, from a refused connection or a
-// deadline to LOADING or BUSY, is ErrUnavailable.
-func wrap(err error) error {
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		msg := rerr.Error()
-		for _, code := range []string{"NOPERM", "WRONGPASS", "NOAUTH", "unauthenticated"} {
-			if strings.Contains(msg, code) {
-				return fmt.Errorf("%w: %w", redlimit.ErrDenied, err)
-			}
-		}
-		if strings.HasPrefix(msg, "WRONGTYPE") || (strings.HasPrefix(msg, "ERR") && strings.Contains(msg, "script")) {
-			return fmt.Errorf("%w: %w", redlimit.ErrCorrupt, err)
-		}
-	}
-	return fmt.Errorf("%w: %w", redlimit.ErrUnavailable, err)
-}
+// wrap gives a Redis error its redlimit meaning (internal/rediserr),
+// keeping the cause.
+func wrap(err error) error { return rediserr.Wrap(err) }
 
 // asArray checks that raw is an array of at least min elements.
 func asArray(raw any, min int) ([]any, error) {

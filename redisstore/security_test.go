@@ -20,7 +20,7 @@ import (
 // checked too, the commands the scripts run. Nothing else.
 const MinimalACL = "on >limiter-pw resetkeys ~redlimit:* resetchannels -@all " +
 	"+evalsha +eval +fcall +function|load +multi +exec +exists +del +pexpire +persist +hello +ping " +
-	"+hget +hmget +hset +hdel +get +set +lrange +ltrim +lset +lrem +rpush +llen +time"
+	"+hget +hmget +hset +hdel +get +set +lrange +ltrim +lset +lrem +rpush +llen +time +scan +type"
 
 // exercise runs every store call once under each algorithm and returns the
 // first error.
@@ -31,6 +31,9 @@ func exercise(ctx context.Context, s redlimit.Store) error {
 			return err
 		}
 		if err := l.SetRate(ctx, redlimit.PerInterval(2, time.Minute).WithAlgorithm(alg)); err != nil {
+			return err
+		}
+		if err := l.SetRate(ctx, redlimit.PerInterval(2, time.Minute).WithAlgorithm(alg), redlimit.ResetState()); err != nil {
 			return err
 		}
 		if _, err := l.TryAcquire(ctx, 1); err != nil {
@@ -112,6 +115,15 @@ func TestPasswordAndACL(t *testing.T) {
 	}
 	if err := deadlined(t, func(ctx context.Context) error { return exercise(ctx, open("limiter", "limiter-pw")) }); err != nil {
 		t.Fatalf("with the minimal ACL: %v", err)
+	}
+	// Without SCAN and TYPE (the minimal ACL of earlier versions), Delete
+	// and SetRate(ResetState) still work; only the clean-up of clients'
+	// foreign keys is skipped.
+	if err := admin.Do(ctx, append([]any{"ACL", "SETUSER", "no-scan"}, splitACL(strings.Replace(MinimalACL, " +scan +type", "", 1))...)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := deadlined(t, func(ctx context.Context) error { return exercise(ctx, open("no-scan", "limiter-pw")) }); err != nil {
+		t.Fatalf("with the minimal ACL without SCAN and TYPE: %v", err)
 	}
 	// The minimal ACL lets the store load and call its function; without
 	// those two commands it runs the same Lua as a script.

@@ -196,7 +196,7 @@ func TestFailovers(t *testing.T) {
 		addrs = append(addrs, n.Addr)
 	}
 	newClient := func() redis.UniversalClient {
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1})
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1, MaxRedirects: -1})
 	}
 	admin := newClient().(*redis.ClusterClient)
 	defer admin.Close()

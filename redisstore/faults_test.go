@@ -111,8 +111,14 @@ func underLoad(t *testing.T, newClient func() redis.UniversalClient, inject, hea
 	for c := 0; c < loadClients; c++ {
 		rdb := newClient()
 		defer rdb.Close()
-		s, _ := redisstore.New(rdb, opts...)
-		l, _ := redlimit.New(s, "faults", redlimit.WithConfig(cfg))
+		s, err := redisstore.New(rdb, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := redlimit.New(s, "faults", redlimit.WithConfig(cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
 		for w := 0; w < loadWorkers; w++ {
 			wg.Add(1)
 			go func() {

@@ -39,7 +39,7 @@ func run(ctx context.Context, addr string, out io.Writer) error {
 	// grant twice). ContextTimeoutEnabled: the client keeps to ctx's deadline.
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	store, err := redisstore.New(rdb) // NewFailoverClient (Sentinel) and NewClusterClient work too
+	store, err := redisstore.New(rdb) // NewFailoverClient (Sentinel) works too; NewClusterClient with MaxRedirects: -1
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,18 @@ type Deficit struct {
 	// Expiry is when Owed has drained to 0 at the state's own config; the
 	// state counts as empty from then on unless a config change slowed it.
 	Expiry int64
+	// The queue of reservations, kept so that cancellations in any order
+	// hand back everything once every waiter has gone (see Cancel). It is
+	// open from Head (the now of its first reservation, which is after
+	// Head) until Tail, the latest instant granted in it; past Tail it is
+	// closed and these are zero. A change of config closes it too.
+	Head, Tail int64
+	// Live is the grants made while the queue is open that were not
+	// cancelled: waiting, due, or used.
+	Live int64
+	// Held is the debt (permits x Scale) of cancelled reservations that
+	// later grants built on, so that it could not be handed back then.
+	Held int64
 }
 
 // sameConfig reports whether the deficit is counted under lim.
@@ -110,6 +122,10 @@ func (d *Deficit) Advance(now int64, lim Limit) int64 {
 			*d = Deficit{Last: d.Last} // full before the change: fresh
 		} else {
 			d.rebase(lim)
+			// The queue closes: its grants were counted under the old
+			// config, which the rebase re-expressed, so what it held
+			// stays owed (a permit lost, never one too many).
+			d.closeQueue()
 		}
 	}
 	if d.Scale == 0 {
@@ -117,7 +133,92 @@ func (d *Deficit) Advance(now int64, lim Limit) int64 {
 	}
 	d.drain(now)
 	d.Last = now
+	if d.Live > 0 && now > d.Tail {
+		// Every grant of the queue is due: it is closed, and what it held
+		// stays owed (a later waiter used what it built on).
+		d.closeQueue()
+	}
 	return now
+}
+
+// closeQueue forgets the queue of reservations; what it held stays owed.
+func (d *Deficit) closeQueue() { d.Head, d.Tail, d.Live, d.Held = 0, 0, 0, 0 }
+
+// Granted books a grant of n permits for instant at, made at now, in the
+// queue: a reservation (at > now) opens it when it is closed; while it is
+// open every grant counts in it.
+func (d *Deficit) Granted(now, at int64) {
+	switch {
+	case d.Live > 0:
+		d.Live++
+		d.Tail = Later(d.Tail, at)
+	case at > now:
+		d.Head, d.Tail, d.Live = now, at, 1
+	}
+}
+
+// Cancel hands back a reservation of n permits for instant at and returns
+// the whole permits handed back. A reservation already due before now hands
+// back nothing (its waiter had it); one due at now is handed back, as
+// golang.org/x/time/rate does. Each reservation must be cancelled at most
+// once.
+//
+// In the open queue, the last live grant to go hands back, with its own
+// debt, everything the queue held: the state is then exactly what it would
+// be had none of the queue's grants been asked for, whatever the order in
+// which they were cancelled. Before that, a token bucket hands back at once
+// what no later grant was promised, as x/time/rate does (counted from the
+// instants, so that hand-backs do not add up to more than the bucket holds);
+// a leaky bucket hands back a reservation only when nothing is queued after
+// it (work given back under a later reservation would let a newcomer be
+// scheduled over it). What is not handed back is held until the queue is
+// empty or closed. The bucket packages' docs say why no window goes over
+// its limit.
+func (d *Deficit) Cancel(now, at, n int64, leaky bool, lim Limit) int64 {
+	if at < now {
+		return 0
+	}
+	debt := n * lim.Interval
+	if d.Live == 0 || at <= d.Head || at > d.Tail {
+		// Not a grant of the open queue. With no queue open it is a grant
+		// made at now, with nothing after it but other grants of now: it
+		// is handed back whole. Under an open queue (and for an instant
+		// to come that no queue holds: the state was reset or its config
+		// changed since) it is not, lest newcomers be scheduled over the
+		// queue's waiters.
+		if d.Live > 0 || at > now {
+			return 0
+		}
+		give := min(debt, d.Owed)
+		d.Owed -= give
+		return give / lim.Interval
+	}
+	if d.Live == 1 {
+		d.Owed = max(0, d.Owed-debt-d.Held)
+		d.closeQueue()
+		return n
+	}
+	d.Live--
+	// An upper bound of the debt granted after the reservation: its
+	// instant and the queue's tail are both rounded up to the clock's unit
+	// (a microsecond in the stores), so one unit of refill more.
+	later := (d.Tail-at)*lim.Rate + lim.Rate - 1
+	var give int64
+	if leaky {
+		// Also bounded by the work queued above the reservation's own: at
+		// its instant the work ahead of it has drained, with up to one
+		// unit's worth (Rate - 1) drained past it, as instants round up.
+		later = min(later, d.Owed-(at-now)*lim.Rate-debt+lim.Rate-1)
+		if later < lim.Interval { // less than one permit: none
+			give = debt
+		}
+	} else {
+		give = max(0, debt-later)
+	}
+	give = min(give, d.Owed)
+	d.Owed -= give
+	d.Held += debt - give
+	return give / lim.Interval
 }
 
 // WaitFor is how long until the deficit drains to at most limit.
@@ -132,8 +233,9 @@ func (d Deficit) WaitFor(limit int64, lim Limit) int64 {
 // golang.org/x/time/rate's Reservation.Cancel does: only what no later
 // reservation has built on, so the instants already promised to later waiters
 // stay valid. hold is what the deficit holds at the grant's instant besides
-// later work (a token bucket's Burst x Interval; a leaky bucket's queued
-// grant itself, n x Interval). It returns the whole permits handed back.
+// later work (a token bucket's Burst x Interval: its Release hands back
+// this way; reservations are handed back by Cancel). It returns the whole
+// permits handed back.
 func (d *Deficit) GiveBack(now, at, n, hold int64, lim Limit) int64 {
 	later := max(0, d.Owed-(at-now)*lim.Rate-hold)
 	give := min(max(0, n*lim.Interval-later), d.Owed)

@@ -8,6 +8,18 @@
 // Release has no meaning here (a granted permit has already left the queue)
 // and hands back nothing; Cancel takes a waiting reservation out of the queue.
 //
+// Cancel. The reservations made since the queue last drained are counted
+// (algorithm.Deficit). When the last one still live is cancelled, all of
+// their work goes: the queue is then exactly as if none of them had asked,
+// whatever the order of the cancellations. Until then a cancelled
+// reservation leaves the queue at once only if nothing was queued after it
+// (its work is the queue's last): work taken out from under a later
+// reservation would let a newcomer be scheduled at an instant that
+// reservation still holds, two grants closer than the spacing allows.
+// Work that cannot leave yet is held, and goes with the rest, or drains
+// when the queue's last instant has passed (a permit lost, never one too
+// many).
+//
 // SetRate keeping the state drains the queue at the old rate up to the
 // instant the new config took effect (Limit.Since); the work still queued
 // then keeps the instant it drains at, so that no newcomer is scheduled
@@ -55,21 +67,18 @@ func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algori
 	}
 	s.Deficit = d
 	s.Owed += n * lim.Interval
+	s.Granted(now, now+wait)
 	s.Settle(lim)
 	return algorithm.Decision{Granted: true, At: now + wait, Wait: wait, Remaining: remaining(s.Deficit, lim), Now: now}
 }
 
-// Cancel takes a reservation for at that has not come yet out of the queue,
-// less whatever later reservations were scheduled after it.
+// Cancel takes a reservation for at that is not yet past out of the queue:
+// at once what no later reservation was scheduled after, the rest when the
+// last waiter of the queue gives up (algorithm.Deficit's Cancel).
 func (s *State) Cancel(now int64, lim algorithm.Limit, at, n int64) int64 {
 	now = s.Advance(now, lim)
 	defer s.Settle(lim)
-	if at <= now {
-		return 0
-	}
-	// At its instant the reservation had less than a millisecond of work
-	// (< Rate) ahead of it besides its own: that much is not "later" work.
-	return s.GiveBack(now, at, n, n*lim.Interval+lim.Rate-1, lim)
+	return s.Deficit.Cancel(now, at, n, true, lim)
 }
 
 // Release hands back nothing: granted permits have left the queue.

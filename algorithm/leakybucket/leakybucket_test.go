@@ -135,7 +135,10 @@ func TestPropertyQueue(t *testing.T) {
 					t.Fatalf("trace %d: Release = %d", trace, got)
 				}
 				continue
-			case op == 1 && len(grants) > 0 && grants[len(grants)-1].at > now:
+			case op == 1 && len(grants) > 0 && grants[len(grants)-1].at > now && lim.Interval >= lim.Rate:
+				// (Above a permit per ms, instants shared by several grants
+				// cannot tell the newest from those before it: Cancel then
+				// holds what it cannot prove nothing was queued after.)
 				g := grants[len(grants)-1]
 				if got := s.Cancel(now, lim, g.at, g.n); got != g.n {
 					t.Fatalf("trace %d: Cancel of the newest reservation (%d at %d) at %d = %d", trace, g.n, g.at, now, got)

@@ -12,6 +12,17 @@
 // arithmetic. A request that does not fit waits for the first instant it
 // does; waiters are first come, first served.
 //
+// Cancel takes a reservation's permits out of its window, and brings the
+// tail back to the first instant at which the newest window's permits all
+// fit, if that is earlier. So once every waiter has gone the limit is as
+// if they had never asked. With some waiters left, a newcomer may then be
+// granted permits that were freed ahead of a waiter in the same window,
+// never in an earlier window than the newest one holding permits: the
+// waiter's own instant still fits (the window's count already held the
+// newcomer's permits when it was checked, and the previous window weighs
+// less later on), and no reservation of a later window counted on a
+// smaller count in this one.
+//
 // SetRate keeps the window counts, as the fixed window does: a new rate
 // applies at once, a new interval re-lays the grid under them.
 package slidingcounter
@@ -106,11 +117,18 @@ func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algori
 	return algorithm.Decision{Granted: true, At: at, Wait: wait, Remaining: s.remaining(now, lim), Now: now}
 }
 
-// Cancel implements algorithm.State.
+// Cancel hands back up to n permits of the reservation for at. The tail
+// then comes back to the first instant at which the newest window's
+// permits all fit, if that is earlier: once every waiter has gone the
+// windows and the tail are as if they had never asked.
 func (s *State) Cancel(now int64, lim algorithm.Limit, at, n int64) int64 {
 	s.advance(now, lim)
 	defer s.settle(lim)
-	return s.Windows.Take(at, n, lim.Interval)
+	got := s.Windows.Take(at, n, lim.Interval)
+	if k := len(s.Windows); got > 0 && k > 0 {
+		s.Tail = min(s.Tail, s.earliest(s.Windows[k-1].Start, 0, lim))
+	}
+	return got
 }
 
 // Release hands back permits of the current window, or only of the

@@ -9,6 +9,35 @@
 // first served, as each reservation deepens the debt the next one waits on.
 // Release and Cancel put tokens back, up to the bucket's size.
 //
+// Cancel. A waiter that gives up hands its reservation back. The
+// reservations made since the bucket last had none waiting form a queue
+// (algorithm.Deficit counts its live grants and the debt it holds). When
+// the last live grant of the queue is cancelled, all of the queue's debt
+// goes: the bucket is then exactly as if none of them had asked, whatever
+// the order of the cancellations (a grant due at the very instant of its
+// cancellation counts as not yet used, as in x/time/rate). Until then a
+// cancellation hands back at once only what no later reservation was
+// promised, measured from the instants (x/time/rate's rule), and holds the
+// rest; a queue whose grants all come due while some were used is closed,
+// and what it held stays owed: a permit lost, never one too many.
+//
+// Why no span goes over its bound (Burst + Rate x span): a reservation
+// keeps its instant whatever is handed back under it. Debt handed back
+// under a reservation k still waiting lets newcomers have tokens earlier,
+// which is only safe while the bucket could have held them at k's instant:
+// what was handed back from below k must stay within Burst - n_k. Each
+// cancelled r below k hands back at most n_r minus the debt promised after
+// it (k's and that of every cancelled reservation between them, as
+// instants do not move); summed over the cancelled ones, those terms
+// telescope to at most the largest n_r (<= Burst) minus n_k. With no live
+// grant left, nothing is promised after anything, and handing back all of
+// the queue's debt leaves the debt of the grants made before the queue,
+// drained since: the never-asked state. Instants are rounded up to the
+// clock's unit (a microsecond in the stores), so the debt promised after
+// a reservation is taken as one unit of refill more than its instants
+// say; a hand-back is never larger than exact arithmetic would give. A
+// change of config closes the queue (algorithm.Deficit).
+//
 // SetRate keeping the state accounts the past at the old config: the bucket
 // refills at the old rate up to the instant the new config took effect
 // (Limit.Since), and from then on at the new one, as x/time/rate's
@@ -46,19 +75,19 @@ func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algori
 	}
 	s.Deficit = d
 	s.Owed = after
+	s.Granted(now, now+wait)
 	s.Settle(lim)
 	return algorithm.Decision{Granted: true, At: now + wait, Wait: wait, Remaining: remaining(s.Deficit, lim), Now: now}
 }
 
-// Cancel puts back the tokens of a reservation for at that has not come
-// yet, less any that later reservations were promised (as x/time/rate does).
+// Cancel puts back the tokens of a reservation for at that is not yet past:
+// at once those no later reservation was promised (as x/time/rate does), and
+// the rest when the last waiter of the queue gives up (algorithm.Deficit's
+// Cancel).
 func (s *State) Cancel(now int64, lim algorithm.Limit, at, n int64) int64 {
 	now = s.Advance(now, lim)
 	defer s.Settle(lim)
-	if at <= now {
-		return 0
-	}
-	return s.GiveBack(now, at, n, lim.Burst*lim.Interval, lim)
+	return s.Deficit.Cancel(now, at, n, false, lim)
 }
 
 // Release puts up to n tokens back, up to the bucket's size, less any that

@@ -488,3 +488,55 @@ func TestConfigChangeRescalesLargeIntervals(t *testing.T) {
 		t.Fatalf("50001 tokens: %+v; want a wait of 414 ms", d)
 	}
 }
+
+// TestCancelAtItsInstant: a reservation cancelled at the very instant it is
+// due hands its tokens back, as x/time/rate's CancelAt does (its
+// TestCancel1Token): 10 per s, burst 2, emptied at t0; 2 reserved for
+// t0+200ms and cancelled then: x/time/rate has 2 tokens at that instant, and
+// so do we (time in µs, as the stores count it).
+func TestCancelAtItsInstant(t *testing.T) {
+	const b = tbBase * 1000 // µs
+	lim := algorithm.Limit{Rate: 10, Interval: 1_000_000, Burst: 2}
+	ref := rate.NewLimiter(10, 2)
+	t0 := time.UnixMicro(b)
+	t2 := t0.Add(200 * time.Millisecond)
+	ref.ReserveN(t0, 2)
+	r := ref.ReserveN(t0, 2)
+	var s State
+	s.Acquire(b, lim, 2, 0)
+	d := s.Acquire(b, lim, 2, algorithm.Unlimited)
+	if !d.Granted || d.At != b+200_000 || r.DelayFrom(t0) != 200*time.Millisecond {
+		t.Fatalf("reservation %+v; x/time/rate's delay %v; want both at +200ms", d, r.DelayFrom(t0))
+	}
+	r.CancelAt(t2)
+	if got := s.Cancel(b+200_000, lim, d.At, 2); got != 2 {
+		t.Fatalf("Cancel at the reservation's instant = %d, want 2", got)
+	}
+	if got, want := s.Available(b+200_000, lim), int64(ref.TokensAt(t2)); got != want || want != 2 {
+		t.Fatalf("tokens after the cancel: %d; x/time/rate %d", got, want)
+	}
+}
+
+// TestCancelUnderALaterReservation is x/time/rate's TestCancel1Token: a
+// reservation built on in part by a later one hands back the part nobody
+// was promised. x/time/rate gives back exactly one token; ours gives back
+// one token less the one µs of refill its instants may have been rounded
+// by (0.99999 token here), so the next reservation comes 1 µs later than
+// x/time/rate's (t4 + 1µs): a hand-back never larger than exact arithmetic.
+// Time in µs, as the stores count it.
+func TestCancelUnderALaterReservation(t *testing.T) {
+	const b = tbBase * 1000 // µs
+	lim := algorithm.Limit{Rate: 10, Interval: 1_000_000, Burst: 2}
+	var s State
+	s.Acquire(b, lim, 2, 0)
+	r := s.Acquire(b, lim, 2, algorithm.Unlimited)
+	if d := s.Acquire(b, lim, 1, algorithm.Unlimited); d.At != b+300_000 {
+		t.Fatalf("third reservation at %d, want t3", d.At-b)
+	}
+	if got := s.Cancel(b+200_000, lim, r.At, 2); got != 0 {
+		t.Fatalf("Cancel = %d whole tokens, want 0 (0.99999 of one)", got)
+	}
+	if d := s.Acquire(b+200_000, lim, 2, algorithm.Unlimited); d.At != b+400_001 {
+		t.Fatalf("next reservation at +%d µs, want t4 + 1µs (x/time/rate: t4)", d.At-b)
+	}
+}

@@ -47,8 +47,10 @@
 -- saw; past expiry it counts as empty) followed by, per algorithm: total
 -- (sliding-log); start permits start permits ... of its windows, oldest
 -- first (fixed-window); the tail, then the windows (sliding-counter); owed
--- scale rate burst, the config owed is counted under (buckets). Instants
--- after the first are offsets from it. The states in µs (all but the
+-- scale rate burst, the config owed is counted under, then while a queue of
+-- reservations is open its head and tail, live grants and held debt
+-- (buckets; algorithm.Deficit). Instants after the first are offsets from
+-- it. The states in µs (all but the
 -- sliding log's, in ms) start with the mark "u": one without it was written
 -- in ms by an older redlimit and is gone, as a state of another epoch (and
 -- such a redlimit, finding no number first, takes ours as gone too). A
@@ -200,7 +202,11 @@ local function load(k, a)
         elseif i == 2 then S.o = x
         elseif i == 3 then S.s = x
         elseif i == 4 then S.r = x
-        else S.b = x
+        elseif i == 5 then S.b = x
+        elseif i == 6 then S.qh = S.l + x -- the queue of reservations (Deficit)
+        elseif i == 7 then S.qt = S.l + x
+        elseif i == 8 then S.ql = x
+        else S.qd = x
         end
       end
       i = i + 1
@@ -278,6 +284,7 @@ local function flush()
     st = table.concat(parts, ' ')
   else
     st = fmt('%d %d %d %d %d %d', l, S.x - l, S.o, S.s, S.r, S.b)
+    if (S.ql or 0) > 0 then st = st .. fmt(' %d %d %d %d', S.qh - l, S.qt - l, S.ql, S.qd) end
   end
   if unit == 1 then st = 'u ' .. st end
   if perClient then st = epochText .. ' ' .. st end
@@ -588,6 +595,21 @@ end
 
 local function w_prune() w_drop_before(window_start(now) - wKeep + interval) end
 
+-- The sliding counter's first instant at or after at where n more fit
+-- (slidingcounter's earliest).
+local function sc_earliest(at, n)
+  while true do
+    local w, prev, cur = w_counts(at)
+    local room = rate - cur - n
+    if room >= 0 then
+      local e = at - w
+      if prev > 0 then e = later(e, interval - floor(room * interval / prev)) end
+      if e < interval then return w + e end
+    end
+    at = w + interval
+  end
+end
+
 local function windows(counter, op, n, arg3)
   wCounter, wKeep = counter, interval
   if counter then wKeep = 2 * interval end
@@ -607,6 +629,10 @@ local function windows(counter, op, n, arg3)
   if op == 'cancel' then
     w_prune()
     local got = w_take(arg3, n, interval)
+    if counter and got > 0 and #W >= 2 then
+      -- The tail comes back to where the newest window's permits all fit.
+      wTailAt = math.min(wTailAt, sc_earliest(W[#W - 1], 0))
+    end
     w_finish()
     return reply(1, got, 0, 0)
   end
@@ -628,18 +654,7 @@ local function windows(counter, op, n, arg3)
   local maxWait = arg3
   local at = w_newest_tail(now)
   if counter then
-    while true do
-      local w, prev, cur = w_counts(at)
-      local room = rate - cur - n
-      local done = false
-      if room >= 0 then
-        local e = at - w
-        if prev > 0 then e = later(e, interval - floor(room * interval / prev)) end
-        if e < interval then at = w + e; done = true end
-      end
-      if done then break end
-      at = w + interval
-    end
+    at = sc_earliest(at, n)
   else
     local w = window_start(at)
     if w_sum(w, w + interval) + n > rate then at = w + interval end
@@ -666,12 +681,16 @@ local function b_remaining(leaky, owed)
   return later(floor((burst * interval - owed) / interval), 0)
 end
 
+-- The queue of reservations (Deficit's Head, Tail, Live, Held): qh, qt,
+-- ql, qd, read by bucket and written back by b_finish.
+local qh, qt, ql, qd
+
 local function b_finish(owed)
   if owed == 0 then
-    S.o, S.s, S.r, S.b = nil, nil, nil, nil
+    S.o, S.s, S.r, S.b, S.qh, S.qt, S.ql, S.qd = nil, nil, nil, nil, nil, nil, nil, nil
     save(nil)
   else
-    S.o, S.s, S.r, S.b = owed, interval, rate, burst
+    S.o, S.s, S.r, S.b, S.qh, S.qt, S.ql, S.qd = owed, interval, rate, burst, qh, qt, ql, qd
     save(now + ceildiv(owed, rate))
   end
 end
@@ -693,7 +712,9 @@ local maxOwed = 2 ^ 53 -- algorithm.maxOwed
 local function b_advance()
   local owed, scale, r, b = S.o or 0, S.s or 0, S.r or rate, S.b or burst
   local l = last
+  qh, qt, ql, qd = S.qh or 0, S.qt or 0, S.ql or 0, S.qd or 0
   if scale ~= 0 and (r ~= rate or scale ~= interval or b ~= burst) then
+    qh, qt, ql, qd = 0, 0, 0, 0 -- a change of config closes the queue
     if since > l then
       local mid = since
       if now < mid then mid = now end
@@ -720,7 +741,49 @@ local function b_advance()
       owed = later(0, burst * interval - t)
     end
   end
-  return b_drain(owed, l, now, rate)
+  owed = b_drain(owed, l, now, rate)
+  if ql > 0 and now > qt then qh, qt, ql, qd = 0, 0, 0, 0 end
+  return owed
+end
+
+-- Deficit.Granted: a grant for at opens the queue or counts in it.
+local function b_granted(at)
+  if ql > 0 then
+    ql = ql + 1
+    qt = later(qt, at)
+  elseif at > now then
+    qh, qt, ql = now, at, 1
+  end
+end
+
+-- Deficit.Cancel: the last live grant of the open queue hands back all it
+-- held; before that a token bucket hands back what no later grant was
+-- promised, a leaky bucket only a reservation nothing is queued after.
+local function b_cancel(leaky, owed, n, at)
+  if at < now then return owed, 0 end
+  local debt = n * interval
+  if ql == 0 or at <= qh or at > qt then
+    if ql > 0 or at > now then return owed, 0 end
+    local give = math.min(debt, owed)
+    return owed - give, floor(give / interval)
+  end
+  if ql == 1 then
+    owed = later(0, owed - debt - qd)
+    qh, qt, ql, qd = 0, 0, 0, 0
+    return owed, n
+  end
+  ql = ql - 1
+  local after = (qt - at) * rate + rate - 1
+  local give = 0
+  if leaky then
+    after = math.min(after, owed - (at - now) * rate - debt + rate - 1)
+    if after < interval then give = debt end
+  else
+    give = later(0, debt - after)
+  end
+  give = math.min(give, owed)
+  qd = qd + debt - give
+  return owed - give, floor(give / interval)
 end
 
 -- Deficit.GiveBack: hand back only what no later reservation built on.
@@ -733,12 +796,11 @@ end
 local function bucket(leaky, op, n, arg3)
   local owed = b_advance()
   local hold = burst * interval
-  if leaky then hold = n * interval + rate - 1 end
 
   if op == 'available' then return reply(1, b_remaining(leaky, owed), 0, 0) end
   if op == 'cancel' then
-    local got = 0
-    if arg3 > now then owed, got = b_give_back(owed, n, arg3, hold) end
+    local got
+    owed, got = b_cancel(leaky, owed, n, arg3)
     b_finish(owed)
     return reply(1, got, 0, 0)
   end
@@ -767,6 +829,7 @@ local function bucket(leaky, op, n, arg3)
     return reply(code, b_remaining(leaky, owed), wait, 0) -- a refusal changes nothing
   end
   owed = owed + n * interval
+  b_granted(now + wait)
   b_finish(owed)
   return reply(1, b_remaining(leaky, owed), wait, now + wait)
 end

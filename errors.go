@@ -59,7 +59,8 @@ var (
 type RefusalError struct {
 	// Reason is ErrWouldExceedDeadline or ErrQueueFull, as the store (or
 	// the fallback store, see WithFallback) refused; ErrRefused itself for
-	// a fallback refusal of a request larger than its share.
+	// a fallback refusal of a request larger than its share, and for a
+	// refusal by WithMaxWait's bound.
 	Reason error
 	// RetryAfter is how long until the permits could be granted at once
 	// (assuming nobody else takes them first); 0 when unknown.

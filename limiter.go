@@ -29,6 +29,9 @@ type Limiter struct {
 	// else can answer (failure.go); 0 is the default.
 	storeShare float64
 
+	// maxWait bounds every call's wait (WithMaxWait); negative: none.
+	maxWait time.Duration
+
 	// known is the last config seen, sent along so that a store that lost
 	// it heals; nil until one is known.
 	known atomic.Pointer[Config]
@@ -322,6 +325,26 @@ func WithLogger(lg *slog.Logger) Option {
 	}
 }
 
+// WithMaxWait bounds how long any call of this Limiter waits for its turn,
+// whatever its context allows: a call whose permits would come later is
+// refused at once instead of reserving them. It bounds the queue of
+// waiters (and how far ahead their reservations reach) to d's worth of
+// permits, so that even waiters whose hand-back never reached the store
+// (a store that went away as they gave up) hold permits for at most d.
+// Without it a call waits as long as its context allows; Acquire with a
+// context that has no deadline, as long as it takes. Acquire refused by
+// this bound (not by its deadline) returns a *RefusalError whose Reason is
+// ErrRefused itself. d must not be negative; 0 makes Acquire a TryAcquire.
+func WithMaxWait(d time.Duration) Option {
+	return func(l *Limiter) error {
+		if d < 0 {
+			return &ArgumentError{Arg: "max wait", Value: d.String(), Reason: "must not be negative", Kind: ErrInvalidArgument}
+		}
+		l.maxWait = d
+		return nil
+	}
+}
+
 // Stats counts what a Limiter noticed since it was made.
 type Stats struct {
 	// ConfigDrift counts the acquire calls (TryAcquire, TryAcquireWait,
@@ -349,7 +372,7 @@ func New(store Store, name string, opts ...Option) (*Limiter, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	l := &Limiter{store: store, name: name, clock: clock.Real}
+	l := &Limiter{store: store, name: name, clock: clock.Real, maxWait: -1}
 	for _, o := range opts {
 		if err := o(l); err != nil {
 			return nil, err
@@ -693,6 +716,10 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 			maxWait = left
 		}
 	}
+	bounded := false // WithMaxWait's bound, not the deadline, applies
+	if l.maxWait >= 0 && (maxWait < 0 || l.maxWait < maxWait) {
+		maxWait, bounded = l.maxWait, true
+	}
 	d, err := l.storeAcquire(ctx, known, n, maxWait)
 	if err != nil {
 		return l.degraded(ctx, n, maxWait, err)
@@ -705,7 +732,7 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 	if !d.Granted {
 		r := Result{Remaining: d.Remaining, RetryAfter: d.Wait}
 		if mustGrant {
-			return r, refusal(ctx, &d)
+			return r, refusal(ctx, &d, bounded)
 		}
 		return r, nil
 	}
@@ -718,16 +745,17 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 
 // refusal is Acquire's error for a refused decision: a store refuses a
 // wait bounded only by ctx when the queue is full or the grant would come
-// after ctx's deadline.
-func refusal(ctx context.Context, d *Decision) error {
-	return &RefusalError{Reason: refusalReason(ctx, d), RetryAfter: d.Wait}
+// after ctx's deadline; bounded says WithMaxWait's bound, shorter than the
+// deadline, refused it (ErrRefused itself: the deadline was not the cause).
+func refusal(ctx context.Context, d *Decision, bounded bool) error {
+	return &RefusalError{Reason: refusalReason(ctx, d, bounded), RetryAfter: d.Wait}
 }
 
 // refusalReason is refusal's Reason.
-func refusalReason(ctx context.Context, d *Decision) error {
+func refusalReason(ctx context.Context, d *Decision, bounded bool) error {
 	if _, ok := ctx.Deadline(); d.Full {
 		return ErrQueueFull
-	} else if ok {
+	} else if ok && !bounded {
 		return ErrWouldExceedDeadline
 	}
 	return ErrRefused
@@ -737,7 +765,7 @@ func refusalReason(ctx context.Context, d *Decision) error {
 // and handing it back if ctx ends first.
 func (l *Limiter) wait(ctx context.Context, d Decision, n int64) (Result, error) {
 	if !d.Granted {
-		return Result{Remaining: d.Remaining, RetryAfter: d.Wait, why: refusalReason(ctx, &d)}, nil
+		return Result{Remaining: d.Remaining, RetryAfter: d.Wait, why: refusalReason(ctx, &d, false)}, nil
 	}
 	res := Result{Allowed: true, Remaining: d.Remaining, At: d.At, Waited: d.Wait}
 	if d.Wait <= 0 {

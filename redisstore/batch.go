@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -122,7 +123,7 @@ func (s *Store) runWorks(ctx context.Context, works []*work) {
 	}
 	c.args = c.cmd[3+nk:]
 	s.runs.Add(1)
-	raw, err := s.evalLimiter(ctx, writes, c)
+	raw, err := s.evalLimiter(ctx, writes, c, works)
 	if err == nil {
 		// Answered: nothing reads c any more.
 		clear(c.cmd)
@@ -213,6 +214,7 @@ type pending struct {
 	known    *encodedConfig
 	deadline time.Time // zero: none
 	done     chan outcome
+	state    atomic.Int32 // awaited, answered or abandoned (handback.go)
 }
 
 // pendings recycles pending calls (and their channels) that were answered;
@@ -265,12 +267,24 @@ func (s *Store) batched(ctx context.Context, key redlimit.Key, known *encodedCon
 			return o.r, o.err
 		case <-ctx.Done():
 			ln.mu.Lock()
-			if i := slices.Index(ln.waiting, p); i >= 0 {
+			i := slices.Index(ln.waiting, p)
+			if i >= 0 {
 				ln.waiting = slices.Delete(ln.waiting, i, i+1)
 			}
 			ln.mu.Unlock()
-			// If the call had already been sent, Redis may still carry it
-			// out: a permit granted that nobody uses, never one too many.
+			if i < 0 {
+				// A run took the call: Redis may still carry it out, and
+				// then runOnce hands back what it granted; unless the
+				// reply came first, and is the caller's.
+				if !p.state.CompareAndSwap(awaited, abandoned) {
+					o := <-p.done
+					*p = pending{done: p.done}
+					pendings.Put(p)
+					return o.r, o.err
+				}
+				s.hb.abandoned.Add(1)
+				s.hb.settling.add()
+			}
 			return reply{}, wrap(ctx.Err())
 		}
 	}
@@ -335,11 +349,21 @@ func (s *Store) runOnce(ln *lane, key redlimit.Key, r *laneRun) {
 		err = w.err
 	}
 	for i, p := range r.batch {
-		if err != nil {
-			p.done <- outcome{err: err}
-		} else {
-			p.done <- outcome{r: w.rs[i]}
+		o := outcome{err: err}
+		if err == nil {
+			o = outcome{r: w.rs[i]}
 		}
+		if p.state.CompareAndSwap(awaited, answered) {
+			p.done <- o
+			continue
+		}
+		// Its caller has gone: what it was granted goes back. (A run
+		// given up here may still be carried out: the group's run then
+		// hands its grants back, as its work was abandoned.)
+		if err == nil && p.call.op == opAcquire {
+			s.handBack(key, p.call.n, o.r)
+		}
+		s.hb.settling.done()
 	}
 	clear(r.batch)
 	if !abandoned {
@@ -439,6 +463,7 @@ type queued struct {
 	w        *work
 	deadline time.Time
 	done     chan struct{} // the run is over
+	state    atomic.Int32  // awaited, answered or abandoned (handback.go)
 }
 
 // queuedPool recycles the queued works that were answered (or withdrawn
@@ -486,8 +511,18 @@ func (s *Store) send(ctx context.Context, w *work, deadline time.Time) error {
 		if i >= 0 {
 			*q = queued{done: q.done}
 			queuedPool.Put(q)
+		} else if !q.state.CompareAndSwap(awaited, abandoned) {
+			// The run was over just now: w holds the outcome.
+			<-q.done
+			*q = queued{done: q.done}
+			queuedPool.Put(q)
+			return nil
+		} else {
+			// A run took w and may still write to it: w is the run's,
+			// and it hands back what w's calls were granted.
+			s.hb.abandoned.Add(int64(len(w.calls)))
+			s.hb.settling.add()
 		}
-		// Otherwise a run took w and may still write to it: w is the run's.
 		return wrap(ctx.Err())
 	}
 }
@@ -517,7 +552,14 @@ func (s *Store) nextRun(g *group) {
 		ctx, _ := s.backgroundContext(&pt)
 		s.runWorks(ctx, works)
 		for _, q := range batch {
-			q.done <- struct{}{}
+			if q.state.CompareAndSwap(awaited, answered) {
+				q.done <- struct{}{}
+				continue
+			}
+			if q.w.err == nil {
+				s.handBackWork(q.w.key, q.w.calls, q.w.rs)
+			}
+			s.hb.settling.done()
 		}
 		s.nextRun(g)
 	}()

@@ -110,6 +110,9 @@ type Store struct {
 	// dials ends the calls in flight when Redis refuses a connection
 	// (refused.go).
 	dials dialSignals
+	// hb counts the calls abandoned by their callers and sees them through
+	// (handback.go).
+	hb handBackStats
 }
 
 var _ redlimit.Store = (*Store)(nil)
@@ -270,33 +273,15 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 // that way may still be carried out by Redis (a grant the caller never
 // learns of: a permit lost, never one granted twice).
 func within[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	r := s.failFast(ctx)
-	v, err := guarded(r, f)
-	return v, r.done(err)
+	return withinThen(s, ctx, f, nil)
 }
 
-// guarded runs f in r.ctx, returning at the end of r.watch, the caller's
-// context, when the client would not.
-func guarded[T any](r refusable, f func(context.Context) (T, error)) (T, error) {
-	if r.watch == nil {
-		return f(r.ctx)
-	}
-	type result struct {
-		v   T
-		err error
-	}
-	done, ctx := make(chan result, 1), r.ctx
-	go func() {
-		v, err := f(ctx)
-		done <- result{v, err}
-	}()
-	select {
-	case res := <-done:
-		return res.v, res.err
-	case <-r.watch.Done():
-		var zero T
-		return zero, r.watch.Err()
-	}
+// withinThen is within, with what to do if the caller leaves first
+// (guarded).
+func withinThen[T any](s *Store, ctx context.Context, f func(context.Context) (T, error), abandon func() func(T, error)) (T, error) {
+	r := s.failFast(ctx)
+	v, err := guarded(r, f, abandon)
+	return v, r.done(err)
 }
 
 // mustGuard: a call within ctx needs within to return at ctx's end.
@@ -307,12 +292,17 @@ func (s *Store) mustGuard(ctx context.Context) bool {
 // eval runs a script within ctx; a script that writes waits for the
 // replicas' acknowledgement when WithReplicaAck asks for it.
 func (s *Store) eval(ctx context.Context, sc *redis.Script, writes bool, keys []string, args ...any) (any, error) {
-	return within(s, ctx, func(ctx context.Context) (any, error) {
+	return s.evalThen(ctx, sc, writes, nil, keys, args...)
+}
+
+// evalThen is eval, with what to do if the caller leaves first (guarded).
+func (s *Store) evalThen(ctx context.Context, sc *redis.Script, writes bool, abandon func() func(any, error), keys []string, args ...any) (any, error) {
+	return withinThen(s, ctx, func(ctx context.Context) (any, error) {
 		if s.acks == 0 || !writes {
 			return sc.Run(ctx, s.scripter, keys, args...).Result()
 		}
 		return s.evalAcked(ctx, sc, keys, args)
-	})
+	}, abandon)
 }
 
 // doer sends a command built by hand: the clients and the auto-pipeliner.
@@ -332,11 +322,17 @@ type limiterCall struct {
 var fcallName, limiterFunctionName any = "fcall", limiterFunction
 
 // evalLimiter runs limiter.lua: as a function where Redis has it (loaded on
-// first use, and again after Redis lost it), else as a script.
-func (s *Store) evalLimiter(ctx context.Context, writes bool, c *limiterCall) (any, error) {
+// first use, and again after Redis lost it), else as a script. A caller
+// that leaves before the reply leaves the works' calls to the store, which
+// hands back what they were granted (abandonRun).
+func (s *Store) evalLimiter(ctx context.Context, writes bool, c *limiterCall, works []*work) (any, error) {
 	d, ok := s.scripter.(doer)
+	var abandon func() func(any, error)
+	if s.mustGuard(ctx) {
+		abandon = func() func(any, error) { return s.abandonRun(works) }
+	}
 	if off := s.functionsOff.Load(); !ok || off != 0 && time.Now().UnixNano() < off || (s.acks > 0 && writes) {
-		return s.eval(ctx, limiterScript, writes, c.keys, c.args...)
+		return s.evalThen(ctx, limiterScript, writes, abandon, c.keys, c.args...)
 	}
 	r := s.failFast(ctx)
 	if r.watch == nil {
@@ -345,7 +341,7 @@ func (s *Store) evalLimiter(ctx context.Context, writes bool, c *limiterCall) (a
 		v, err := s.fcall(r.ctx, d, c)
 		return v, r.done(err)
 	}
-	v, err := guarded(r, func(ctx context.Context) (any, error) { return s.fcall(ctx, d, c) })
+	v, err := guarded(r, func(ctx context.Context) (any, error) { return s.fcall(ctx, d, c) }, abandon)
 	return v, r.done(err)
 }
 

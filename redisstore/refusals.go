@@ -98,11 +98,19 @@ type Stats struct {
 	// ScriptRuns is the limiter scripts sent to Redis: fewer than the calls
 	// sent when batching put several in one run.
 	ScriptRuns int64
+	// Abandoned is the calls whose callers gave up while they were in
+	// flight (sent to Redis, or in a run that was); the store saw them
+	// through. HandedBack of them had a grant, which the store handed
+	// back; HandBackFailed could not be (Redis did not answer in time, or
+	// too many were in flight): their permits come back when their instant
+	// passes.
+	Abandoned, HandedBack, HandBackFailed int64
 }
 
 // Stats reports the store's counters.
 func (s *Store) Stats() Stats {
-	return Stats{Calls: s.calls.Load(), LocalRefusals: s.refusals.hits.Load(), ScriptRuns: s.runs.Load()}
+	return Stats{Calls: s.calls.Load(), LocalRefusals: s.refusals.hits.Load(), ScriptRuns: s.runs.Load(),
+		Abandoned: s.hb.abandoned.Load(), HandedBack: s.hb.handedBack.Load(), HandBackFailed: s.hb.failed.Load()}
 }
 
 func (s *Store) localNow() time.Time {

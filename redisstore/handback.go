@@ -1,0 +1,214 @@
+package redisstore
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlimit/redlimit"
+)
+
+// Handing back what callers that are gone were granted.
+//
+// A caller may give up (its context ends) while its call is in flight: sent
+// to Redis, or in a run that was. Redis may still carry the call out, and a
+// grant nobody waits for would hold its permits (a reservation, up to as
+// far ahead as the caller's wait allowed) for nobody. So the store, not the
+// caller, sees the call through: the run goes on in the background, and when
+// its reply shows a grant for a caller that has gone, the store hands it
+// back itself (a Cancel, or a Release for a token bucket's immediate grant),
+// in the background, within handBackTimeout, at most maxHandBacks at once.
+// Stats counts the calls abandoned and the grants handed back.
+//
+// A call is abandoned where its caller stops waiting for it: in within (a
+// client that does not keep to contexts), in a lane (a pending call whose
+// run was sent), and in a group (a work a run took). Each place settles the
+// race between the reply and the caller with one compare-and-swap: the
+// caller that wins takes the reply; the reply that wins is the store's.
+
+// The states of an answer that a caller may stop waiting for.
+const (
+	awaited   int32 = iota // the caller waits
+	answered               // the reply went to the caller
+	abandoned              // the caller left: the reply is the store's
+)
+
+// handBackTimeout bounds the hand-back of one grant.
+const handBackTimeout = 2 * time.Second
+
+// maxHandBacks bounds the hand-backs in flight at once; beyond it a grant is
+// not handed back (counted as failed): the caller's wait, which bounded the
+// reservation, bounds what it holds.
+const maxHandBacks = 4096
+
+// settling counts the abandoned calls whose replies the store has yet to
+// see through, so that WaitHandBacks can wait for them.
+type settling struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0
+}
+
+func (t *settling) add() {
+	t.mu.Lock()
+	if t.n == 0 {
+		t.idle = make(chan struct{})
+	}
+	t.n++
+	t.mu.Unlock()
+}
+
+func (t *settling) done() {
+	t.mu.Lock()
+	t.n--
+	if t.n == 0 {
+		close(t.idle)
+	}
+	t.mu.Unlock()
+}
+
+func (t *settling) wait(ctx context.Context) error {
+	t.mu.Lock()
+	if t.n == 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	idle := t.idle
+	t.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// handBackStats are the store's counters of abandoned calls.
+type handBackStats struct {
+	abandoned, handedBack, failed atomic.Int64
+	inflight                      atomic.Int64
+	settling                      settling
+}
+
+// WaitHandBacks waits until every call abandoned by its caller before now
+// has been seen through: its grant handed back, or found to be none (a
+// refusal, an error). Tests use it, and a process that shuts down can, so
+// that the permits of callers that gave up are not left behind.
+func (s *Store) WaitHandBacks(ctx context.Context) error {
+	return s.hb.settling.wait(ctx)
+}
+
+// guarded runs f in r.ctx, returning at the end of r.watch, the caller's
+// context, when the client would not. If the caller leaves first, abandon
+// (called then, before the caller returns: what f works on is still the
+// caller's) says what to do with f's answer when it comes; nil: nothing.
+func guarded[T any](r refusable, f func(context.Context) (T, error), abandon func() func(T, error)) (T, error) {
+	if r.watch == nil {
+		return f(r.ctx)
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	var state atomic.Int32
+	done, ctx := make(chan result, 1), r.ctx
+	late := make(chan func(T, error), 1)
+	go func() {
+		v, err := f(ctx)
+		if state.CompareAndSwap(awaited, answered) {
+			done <- result{v, err}
+			return
+		}
+		if h := <-late; h != nil {
+			h(v, err)
+		}
+	}()
+	select {
+	case res := <-done:
+		return res.v, res.err
+	case <-r.watch.Done():
+		var h func(T, error)
+		if abandon != nil {
+			h = abandon()
+		}
+		if !state.CompareAndSwap(awaited, abandoned) {
+			res := <-done // answered just now: the caller has it
+			return res.v, res.err
+		}
+		late <- h
+		var zero T
+		return zero, r.watch.Err()
+	}
+}
+
+// abandonRun is what to do when the caller of a run of works leaves it:
+// the works are copied (their callers may reuse them), and the run's reply,
+// when it comes, is seen through.
+func (s *Store) abandonRun(works []*work) func(any, error) {
+	s.hb.settling.add()
+	shadows := make([]*work, len(works))
+	for i, w := range works {
+		s.hb.abandoned.Add(int64(len(w.calls)))
+		shadows[i] = &work{key: w.key, keys: w.keys, known: w.known, calls: slices.Clone(w.calls), rs: make([]reply, len(w.calls))}
+	}
+	return func(raw any, err error) {
+		defer s.hb.settling.done()
+		if err != nil || decodeReplies(raw, shadows) != nil {
+			return
+		}
+		for _, w := range shadows {
+			if w.err == nil {
+				s.handBackWork(w.key, w.calls, w.rs)
+			}
+		}
+	}
+}
+
+// handBackWork hands back, in the background, the grants in the replies rs
+// to calls, whose callers have gone.
+func (s *Store) handBackWork(key redlimit.Key, calls []call, rs []reply) {
+	for i, c := range calls {
+		if c.op == opAcquire && i < len(rs) {
+			s.handBack(key, c.n, rs[i])
+		}
+	}
+}
+
+// handBack hands back the grant r of n permits, if it is one, in the
+// background.
+func (s *Store) handBack(key redlimit.Key, n int64, r reply) {
+	if r.code != 1 || r.cfg == nil {
+		return
+	}
+	cfg := *r.cfg
+	o, at := opCancel, r.at()
+	if r.wait == 0 {
+		switch cfg.Algorithm {
+		case redlimit.TokenBucket:
+			// Already due: Cancel would hand back nothing; Release puts
+			// back what no reservation was promised since.
+			o, at = opRelease, 0
+		case redlimit.LeakyBucket:
+			return // granted permits have left the queue
+		}
+	}
+	if s.hb.inflight.Add(1) > maxHandBacks {
+		s.hb.inflight.Add(-1)
+		s.hb.failed.Add(1)
+		return
+	}
+	s.hb.settling.add()
+	go func() {
+		defer s.hb.settling.done()
+		defer s.hb.inflight.Add(-1)
+		ctx, cancel := context.WithTimeout(context.Background(), handBackTimeout)
+		defer cancel()
+		if _, err := s.run(ctx, key, cfg, o, n, at); err != nil {
+			s.hb.failed.Add(1)
+			return
+		}
+		s.hb.handedBack.Add(1)
+	}()
+}

@@ -133,9 +133,10 @@ func (d *Deficit) Advance(now int64, lim Limit) int64 {
 	}
 	d.drain(now)
 	d.Last = now
-	if d.Live > 0 && now > d.Tail {
-		// Every grant of the queue is due: it is closed, and what it held
-		// stays owed (a later waiter used what it built on).
+	if d.Live > 0 && (now > d.Tail || d.Owed == 0) {
+		// Every grant of the queue is due (or all its debt drained, as
+		// after a change of rate): it is closed, and what it held stays
+		// owed (a waiter used what it built on).
 		d.closeQueue()
 	}
 	return now

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,7 +93,10 @@ func TestBatchDifferential(t *testing.T) {
 						}
 						want[i] = fmt.Sprint(d.Granted, d.Remaining, d.Wait.Microseconds(), atUS(d))
 					case p < 7 && len(reserved[li]) > 0:
-						d := reserved[li][rng.IntN(len(reserved[li]))]
+						// Any of the waiters, in any order; each at most once.
+						j := rng.IntN(len(reserved[li]))
+						d := reserved[li][j]
+						reserved[li] = slices.Delete(reserved[li], j, j+1)
 						batch[i] = call{opCancel, n, d.At.UnixMicro()}
 						got, e := mem.Cancel(ctx, key, mc, d.At, n)
 						want[i], err = fmt.Sprint("cancel ", got), e

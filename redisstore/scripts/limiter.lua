@@ -742,7 +742,7 @@ local function b_advance()
     end
   end
   owed = b_drain(owed, l, now, rate)
-  if ql > 0 and now > qt then qh, qt, ql, qd = 0, 0, 0, 0 end
+  if ql > 0 and (now > qt or owed == 0) then qh, qt, ql, qd = 0, 0, 0, 0 end
   return owed
 end
 

@@ -348,6 +348,9 @@ func (s *Store) runOnce(ln *lane, key redlimit.Key, r *laneRun) {
 	if err == nil {
 		err = w.err
 	}
+	var back []call
+	var cfg *redlimit.Config
+	gone := 0
 	for i, p := range r.batch {
 		o := outcome{err: err}
 		if err == nil {
@@ -360,9 +363,15 @@ func (s *Store) runOnce(ln *lane, key redlimit.Key, r *laneRun) {
 		// Its caller has gone: what it was granted goes back. (A run
 		// given up here may still be carried out: the group's run then
 		// hands its grants back, as its work was abandoned.)
+		gone++
 		if err == nil && p.call.op == opAcquire {
-			s.handBack(key, p.call.n, o.r)
+			if b, ok := handBackCall(p.call.n, o.r); ok {
+				back, cfg = append(back, b), o.r.cfg
+			}
 		}
+	}
+	s.handBack(key, cfg, back)
+	for range gone {
 		s.hb.settling.done()
 	}
 	clear(r.batch)

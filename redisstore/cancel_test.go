@@ -314,6 +314,21 @@ func (c *inFlightCase) start(k int) {
 	}
 }
 
+// retryAfter is how long a TryAcquire of l waits for a permit, or 0 when
+// one is granted at once (only asked when none is available: a refusal
+// changes nothing).
+func (c *inFlightCase) retryAfter(l *redlimit.Limiter) time.Duration {
+	n, err := l.AvailablePermits(c.ctx)
+	if err != nil || n > 0 {
+		return 0
+	}
+	r, err := l.TryAcquire(c.ctx, 1)
+	if err != nil || r.Allowed {
+		c.t.Fatalf("TryAcquire with none available: %+v, %v", r, err)
+	}
+	return r.RetryAfter
+}
+
 // allBut lists every waiter but i.
 func (c *inFlightCase) allBut(i int) []int {
 	var out []int
@@ -357,19 +372,26 @@ func (c *inFlightCase) check(waiters, asleep int) {
 		return n
 	}
 	after, want := avail(c.l), avail(c.twin)
+	retry, wantRetry := c.retryAfter(c.l), c.retryAfter(c.twin)
 	st := c.store.Stats()
 	c.clk.Advance(1500 * time.Millisecond)
 	later, wantLater := avail(c.l), avail(c.twin)
 	r, err := c.l.TryAcquire(c.ctx, 1)
-	c.t.Logf("%v, %s: %d waiters cancelled, %d asleep and %d in flight: handed back by the callers %d, by the store %d (failed %d); AvailablePermits %d after (%d with no waiters), %d 1.5 s later (%d), TryAcquire granted: %v",
-		c.cfg, c.mode, waiters, asleep, st.Abandoned, asleep, st.HandedBack, st.HandBackFailed, after, want, later, wantLater, r.Allowed)
-	if after != want || later != wantLater || err != nil || !r.Allowed {
+	others := fmt.Sprintf("%d asleep (handed back by their callers)", asleep)
+	if asleep < 0 { // not known: all but those the store saw through
+		others = fmt.Sprintf("%d asleep (handed back by their callers) or still queued (never sent)", waiters-int(st.Abandoned))
+	}
+	c.t.Logf("%v, %s: %d waiters cancelled: %d in flight, seen through by the store (%d grants handed back, %d failed), %s; then AvailablePermits %d and retry-after %v (with no waiters %d, %v), 1.5 s later %d (%d), TryAcquire granted: %v",
+		c.cfg, c.mode, waiters, st.Abandoned, st.HandedBack, st.HandBackFailed, others, after, retry, want, wantRetry, later, wantLater, r.Allowed)
+	if after != want || retry != wantRetry || later != wantLater || err != nil || !r.Allowed {
 		c.t.Fatalf("%s: the limiter is not as if the waiters had never asked", c.name)
 	}
 	if st.HandBackFailed != 0 || st.HandedBack != st.Abandoned {
 		c.t.Fatalf("%s: %+v: every abandoned call held a grant, all to be handed back", c.name, st)
 	}
-	_ = c.rdb.Close() // its connections: a case without batching has one per waiter
+	if c.rdb != nil {
+		_ = c.rdb.Close() // its connections: without batching, one per waiter
+	}
 }
 
 // eventually waits until cond holds, looking every millisecond: for state
@@ -460,5 +482,76 @@ func TestCancelInFlightAlone(t *testing.T) {
 		if st := c.store.Stats(); st.Abandoned != waiters {
 			t.Fatalf("%s: %d calls abandoned; %d were in flight", c.name, st.Abandoned, waiters)
 		}
+	}
+}
+
+// TestCancelStormAnyMoment: waiters on a drained limiter each give up 1 to
+// 10 ms (real time) after asking, whatever their call is doing then:
+// queued in the store, in flight, or asleep on its reservation (the
+// limiter's clock is fake and never moves: no reservation comes due). The
+// moment each is cancelled is left to the scheduler, so the split between
+// hand-backs by the callers and by the store varies from run to run; what
+// may not vary is the end: once the store has seen every abandoned call
+// through, the limiter is exactly its twin with no waiters. 10,000 on a
+// sliding log, 2,000 on each other algorithm.
+func TestCancelStormAnyMoment(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	for _, cfg := range cancelConfigs() {
+		waiters := 2000
+		if cfg.Algorithm == redlimit.SlidingLog {
+			waiters = 10000
+		}
+		if cfg.Algorithm == redlimit.LeakyBucket {
+			cfg.Capacity = int64(waiters) + 10
+		}
+		clk := clock.NewFake(storetest.T0)
+		st := newStore(t, rdb, redisstore.WithClock(clk))
+		c := &inFlightCase{t: t, clk: clk, store: st, cfg: cfg, ctx: context.Background(), name: string(cfg.Algorithm), mode: "cancelled at 1-10 ms"}
+		var err error
+		for _, x := range []**redlimit.Limiter{&c.l, &c.twin} {
+			name := "storm"
+			if x == &c.twin {
+				name = "storm-twin"
+			}
+			if *x, err = redlimit.New(st, name, redlimit.WithClock(clk)); err != nil {
+				t.Fatal(err)
+			}
+			if err := (*x).SetRate(c.ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			for r, err := (*x).TryAcquire(c.ctx, 1); r.Allowed || err != nil; r, err = (*x).TryAcquire(c.ctx, 1) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		kinds := map[string]int{}
+		for i := range waiters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithCancel(c.ctx)
+				defer cancel()
+				time.AfterFunc(time.Duration(1+i%10)*time.Millisecond, cancel)
+				r, err := c.l.Acquire(ctx, 1)
+				kind := "cancelled"
+				switch {
+				case err == nil:
+					kind = fmt.Sprintf("granted %+v", r)
+				case !errors.Is(err, context.Canceled):
+					kind = err.Error()
+				}
+				mu.Lock()
+				kinds[kind]++
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if kinds["cancelled"] != waiters {
+			t.Fatalf("%s: waiters ended %v; want all cancelled", c.name, kinds)
+		}
+		c.check(waiters, -1)
 	}
 }

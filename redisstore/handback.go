@@ -19,7 +19,8 @@ import (
 // caller, sees the call through: the run goes on in the background, and when
 // its reply shows a grant for a caller that has gone, the store hands it
 // back itself (a Cancel, or a Release for a token bucket's immediate grant),
-// in the background, within handBackTimeout, at most maxHandBacks at once.
+// in the background: the grants of one run in one script run, within
+// handBackTimeout, at most maxHandBacks at once.
 // Stats counts the calls abandoned and the grants handed back.
 //
 // A call is abandoned where its caller stops waiting for it: in within (a
@@ -41,7 +42,7 @@ const handBackTimeout = 2 * time.Second
 // maxHandBacks bounds the hand-backs in flight at once; beyond it a grant is
 // not handed back (counted as failed): the caller's wait, which bounded the
 // reservation, bounds what it holds.
-const maxHandBacks = 4096
+const maxHandBacks = 1 << 16
 
 // settling counts the abandoned calls whose replies the store has yet to
 // see through, so that WaitHandBacks can wait for them.
@@ -169,46 +170,70 @@ func (s *Store) abandonRun(works []*work) func(any, error) {
 // handBackWork hands back, in the background, the grants in the replies rs
 // to calls, whose callers have gone.
 func (s *Store) handBackWork(key redlimit.Key, calls []call, rs []reply) {
+	var back []call
+	var cfg *redlimit.Config
 	for i, c := range calls {
-		if c.op == opAcquire && i < len(rs) {
-			s.handBack(key, c.n, rs[i])
+		if c.op != opAcquire || i >= len(rs) {
+			continue
+		}
+		if b, ok := handBackCall(c.n, rs[i]); ok {
+			back, cfg = append(back, b), rs[i].cfg
 		}
 	}
+	s.handBack(key, cfg, back)
 }
 
-// handBack hands back the grant r of n permits, if it is one, in the
-// background.
-func (s *Store) handBack(key redlimit.Key, n int64, r reply) {
+// handBackCall is the call that hands back the grant r of n permits, if r
+// is a grant that can be handed back.
+func handBackCall(n int64, r reply) (call, bool) {
 	if r.code != 1 || r.cfg == nil {
-		return
+		return call{}, false
 	}
-	cfg := *r.cfg
-	o, at := opCancel, r.at()
 	if r.wait == 0 {
-		switch cfg.Algorithm {
+		switch r.cfg.Algorithm {
 		case redlimit.TokenBucket:
 			// Already due: Cancel would hand back nothing; Release puts
 			// back what no reservation was promised since.
-			o, at = opRelease, 0
+			return call{op: opRelease, n: n}, true
 		case redlimit.LeakyBucket:
-			return // granted permits have left the queue
+			return call{}, false // granted permits have left the queue
 		}
 	}
-	if s.hb.inflight.Add(1) > maxHandBacks {
-		s.hb.inflight.Add(-1)
-		s.hb.failed.Add(1)
+	return call{op: opCancel, n: n, arg: r.at()}, true
+}
+
+// handBack makes the calls back on key's log in one script run in the
+// background (not through the lane: hand-backs need no order), under the
+// stored config cfg.
+func (s *Store) handBack(key redlimit.Key, cfg *redlimit.Config, back []call) {
+	if len(back) == 0 {
 		return
 	}
+	k := int64(len(back))
+	if s.hb.inflight.Add(k) > maxHandBacks {
+		s.hb.inflight.Add(-k)
+		s.hb.failed.Add(k)
+		return
+	}
+	known := encode(*cfg)
 	s.hb.settling.add()
 	go func() {
 		defer s.hb.settling.done()
-		defer s.hb.inflight.Add(-1)
+		defer s.hb.inflight.Add(-k)
 		ctx, cancel := context.WithTimeout(context.Background(), handBackTimeout)
 		defer cancel()
-		if _, err := s.run(ctx, key, cfg, o, n, at); err != nil {
-			s.hb.failed.Add(1)
-			return
+		for len(back) > 0 {
+			w := &work{key: key, known: known, calls: back[:min(len(back), maxBatch)]}
+			back = back[len(w.calls):]
+			w.rs = make([]reply, len(w.calls))
+			s.calls.Add(int64(len(w.calls)))
+			s.runWorks(ctx, []*work{w})
+			if w.err != nil {
+				s.hb.failed.Add(int64(len(w.calls)))
+				continue
+			}
+			s.hb.handedBack.Add(int64(len(w.calls)))
 		}
-		s.hb.handedBack.Add(1)
+		s.forget(key) // a cancel or release may free permits
 	}()
 }

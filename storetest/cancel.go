@@ -97,8 +97,9 @@ func (e *env) cancelStorm(cfg redlimit.Config, waiters int, order string, rng *r
 		e.t.Fatalf("%s: %d callers still asleep", name, n-timers)
 	}
 	after, want := e.available(l), e.available(twin)
-	if after != want {
-		e.t.Fatalf("%s: AvailablePermits after %d waiters gave up %s = %d; with no waiters %d", name, waiters, order, after, want)
+	retry, wantRetry := e.retryAfter(l), e.retryAfter(twin)
+	if after != want || retry != wantRetry {
+		e.t.Fatalf("%s: after %d waiters gave up %s AvailablePermits = %d, retry-after %v; with no waiters %d, %v", name, waiters, order, after, retry, want, wantRetry)
 	}
 	e.clock.Advance(time.Second)
 	later, wantLater := e.available(l), e.available(twin)
@@ -119,8 +120,8 @@ func (e *env) cancelStorm(cfg redlimit.Config, waiters int, order string, rng *r
 	if got != gotTwin {
 		e.t.Fatalf("%s: %d more granted; with no waiters %d", name, got, gotTwin)
 	}
-	e.t.Logf("%s: %d waiters cancelled asleep, %s: handed back by the callers %d, by the store 0; AvailablePermits %d after (%d before they asked, %d with no waiters), %d a second later (as with no waiters), TryAcquire granted",
-		cfg, waiters, order, waiters, after, before, want, later)
+	e.t.Logf("%s: %d waiters cancelled asleep, %s: handed back by the callers %d, by the store 0; then AvailablePermits %d (%d before they asked, %d with no waiters) and retry-after %v (as with no waiters), %d a second later (as with no waiters), TryAcquire granted",
+		cfg, waiters, order, waiters, after, before, want, retry, later)
 	// Leave the clock past every grant of this case.
 	e.clock.Advance(time.Second)
 }
@@ -169,4 +170,18 @@ func testMaxWaitBoundsQueue(e *env) {
 		}
 	}
 	e.clock.Advance(time.Second)
+}
+
+// retryAfter is how long a TryAcquire of l waits for a permit, or 0 when
+// one is available (only asked when none is: a refusal changes nothing).
+func (e *env) retryAfter(l *redlimit.Limiter) time.Duration {
+	e.t.Helper()
+	if e.available(l) > 0 {
+		return 0
+	}
+	r := e.try(l, 1)
+	if r.Allowed {
+		e.t.Fatalf("TryAcquire granted with none available: %+v", r)
+	}
+	return r.RetryAfter
 }

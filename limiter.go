@@ -671,7 +671,11 @@ func (l *Limiter) TryAcquireWait(ctx context.Context, n int64, maxWait time.Dura
 //   - When a leaky bucket's queue has no room, it returns at once a
 //     *RefusalError matching ErrQueueFull (and ErrRefused).
 //   - A caller whose context ends while it waits hands its reserved permits
-//     back, so they are not lost to others, and gets ctx.Err().
+//     back, so they are not lost to others, and gets ctx.Err() (a store
+//     whose call was still in flight then hands back what that call is
+//     granted itself: the redis store's package doc says how). Once every
+//     waiter of a queue has gone, the limit is as if they had never asked,
+//     whatever the order in which they gave up.
 //
 // Store failures are errors as for every call (ErrUnavailable, ...), unless
 // the failure policy or the fallback store grants.

@@ -74,7 +74,7 @@ func TestEveryWaiterGivesUp(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			cancels := 0
-			for trace := 0; trace < 300; trace++ {
+			for trace := 0; trace < 200; trace++ {
 				lim, most := k.limit(rng)
 				s := k.fresh()
 				now := int64(1_700_000_000_000) + rng.Int64N(100_000)
@@ -85,7 +85,7 @@ func TestEveryWaiterGivesUp(t *testing.T) {
 				}
 				before := k.clone(s)
 				waiters := 1 + rng.IntN(200)
-				if trace%10 == 0 {
+				if trace%20 == 0 {
 					waiters = 2000
 				}
 				type res struct{ at, n int64 }
@@ -165,7 +165,7 @@ func TestCancelKeepsLimits(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			var kept, cancelled int
-			for trace := 0; trace < 3000; trace++ {
+			for trace := 0; trace < 600; trace++ {
 				lim, most := k.limit(rng)
 				if k.name == "leaky-bucket" {
 					lim.Capacity = min(lim.Capacity, 40)

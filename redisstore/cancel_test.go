@@ -386,8 +386,11 @@ func (c *inFlightCase) check(waiters, asleep int) {
 	if after != want || retry != wantRetry || later != wantLater || err != nil || !r.Allowed {
 		c.t.Fatalf("%s: the limiter is not as if the waiters had never asked", c.name)
 	}
-	if st.HandBackFailed != 0 || st.HandedBack != st.Abandoned {
-		c.t.Fatalf("%s: %+v: every abandoned call held a grant, all to be handed back", c.name, st)
+	// Held in flight by the proxy, every abandoned call was done by Redis
+	// and granted. Cancelled at any moment, some were abandoned before
+	// they were sent (go-redis then gives up too): nothing to hand back.
+	if st.HandBackFailed != 0 || st.HandedBack > st.Abandoned || (asleep >= 0 && st.HandedBack != st.Abandoned) {
+		c.t.Fatalf("%s: %+v: every abandoned call that was granted is to be handed back", c.name, st)
 	}
 	if c.rdb != nil {
 		_ = c.rdb.Close() // its connections: without batching, one per waiter

@@ -24,6 +24,15 @@
 // Calls made while others are in flight go together: those on one limiter
 // share one load and save of its state, and on one server (not a Cluster)
 // those on different limiters share one script run.
+//
+// A caller that gives up (its context ends) while its call is in flight
+// gets its context's error at once, wrapped in redlimit.ErrUnavailable;
+// the call itself is seen through in the background, and if Redis granted
+// it, the store hands the grant back (Stats: Abandoned, HandedBack). With a
+// client that stops at a context's deadline itself (ContextTimeoutEnabled)
+// a reply cut off that way never arrives: the reservation then holds its
+// permits at most until the caller's deadline, which bounded how far ahead
+// it could be booked (redlimit.WithMaxWait bounds it without a deadline).
 package redisstore
 
 import (
@@ -270,8 +279,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 // (refused.go) and returning at ctx's end at the latest: a go-redis client
 // without ContextTimeoutEnabled waits for a stalled server as long as its
 // ReadTimeout (and retries), whatever the context says. A call abandoned
-// that way may still be carried out by Redis (a grant the caller never
-// learns of: a permit lost, never one granted twice).
+// that way may still be carried out by Redis; the limiter's calls are seen
+// through (guarded, evalLimiter: what they were granted is handed back),
+// the others' outcome is lost (never a permit granted twice).
 func within[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	return withinThen(s, ctx, f, nil)
 }

@@ -276,14 +276,15 @@ func (s *Store) batched(ctx context.Context, key redlimit.Key, known *encodedCon
 				// A run took the call: Redis may still carry it out, and
 				// then runOnce hands back what it granted; unless the
 				// reply came first, and is the caller's.
+				s.hb.settling.add() // before the run can see it abandoned
 				if !p.state.CompareAndSwap(awaited, abandoned) {
+					s.hb.settling.done()
 					o := <-p.done
 					*p = pending{done: p.done}
 					pendings.Put(p)
 					return o.r, o.err
 				}
 				s.hb.abandoned.Add(1)
-				s.hb.settling.add()
 			}
 			return reply{}, wrap(ctx.Err())
 		}
@@ -520,18 +521,20 @@ func (s *Store) send(ctx context.Context, w *work, deadline time.Time) error {
 		if i >= 0 {
 			*q = queued{done: q.done}
 			queuedPool.Put(q)
-		} else if !q.state.CompareAndSwap(awaited, abandoned) {
+			return wrap(ctx.Err())
+		}
+		s.hb.settling.add() // before the run can see it abandoned
+		if !q.state.CompareAndSwap(awaited, abandoned) {
 			// The run was over just now: w holds the outcome.
+			s.hb.settling.done()
 			<-q.done
 			*q = queued{done: q.done}
 			queuedPool.Put(q)
 			return nil
-		} else {
-			// A run took w and may still write to it: w is the run's,
-			// and it hands back what w's calls were granted.
-			s.hb.abandoned.Add(int64(len(w.calls)))
-			s.hb.settling.add()
 		}
+		// A run took w and may still write to it: w is the run's, and it
+		// hands back what w's calls were granted.
+		s.hb.abandoned.Add(int64(len(w.calls)))
 		return wrap(ctx.Err())
 	}
 }

@@ -558,3 +558,96 @@ func TestCancelStormAnyMoment(t *testing.T) {
 		c.check(waiters, -1)
 	}
 }
+
+// TestCancelInFlightGrouped: on one server the calls of different limiters
+// share script runs, at most four in flight; a call that comes meanwhile
+// waits for the group's next run. Eight limiters get a waiter each while
+// Redis's replies are held: four runs go, four calls wait; the first reply
+// let through puts its waiter to sleep and sends the four waiting calls in
+// one run, whose reply is held too. Then every waiter gives up: the seven
+// in flight (alone, or in the group's run) are the store's to hand back,
+// the sleeper hands back its own. Every limiter is then its twin's equal.
+func TestCancelInFlightGrouped(t *testing.T) {
+	srv := redistest.Start(t)
+	p := startProxy(t, srv.Addr)
+	clk := clock.NewFake(storetest.T0)
+	cfg := redlimit.PerSecond(10)
+	c := newInFlightCase(t, p, clk, cfg, "grouped")
+	ls := []*redlimit.Limiter{c.l}
+	for i := 1; i < 8; i++ {
+		l, err := redlimit.New(c.store, fmt.Sprintf("grouped-%d", i), redlimit.WithClock(clk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.SetRate(c.ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		for r, err := l.TryAcquire(c.ctx, 1); r.Allowed || err != nil; r, err = l.TryAcquire(c.ctx, 1) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		ls = append(ls, l)
+	}
+	p.setHold(true)
+	before, calls := p.acquires, c.store.Stats().Calls
+	errs := make(chan error, len(ls))
+	var cancels []context.CancelFunc
+	for _, l := range ls {
+		ctx, cancel := context.WithCancel(c.ctx)
+		cancels = append(cancels, cancel)
+		go func() {
+			_, err := l.Acquire(ctx, 1)
+			errs <- err
+		}()
+	}
+	p.waitFor(t, "sent four runs", func() bool { return p.acquires-before == 4 && len(p.held) == 4 })
+	eventually(t, "queued the other calls", func() bool { return c.store.Stats().Calls >= calls+8 })
+	p.release(1)
+	guard := make(chan struct{})
+	tm := time.AfterFunc(30*time.Second, func() { close(guard) })
+	defer tm.Stop()
+	if !clk.WaitForTimers(c.base+1, guard) {
+		t.Fatal("the first waiter never slept")
+	}
+	p.waitFor(t, "sent the group's run", func() bool { return p.acquires-before > 4 && len(p.held) == 4 })
+	inFlight := p.acquires - before - 1
+	for _, cancel := range cancels {
+		cancel()
+	}
+	p.setHold(false) // the sleeper's hand-back waits for a place in the group
+	for range ls {
+		if err := <-errs; !errors.Is(err, context.Canceled) {
+			t.Fatalf("waiter: %v; want context.Canceled", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	defer cancel()
+	if err := c.store.WaitHandBacks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want, wantRetry := c.twin.AvailablePermits(c.ctx)
+	if wantRetry != nil {
+		t.Fatal(wantRetry)
+	}
+	for i, l := range ls {
+		if got, err := l.AvailablePermits(c.ctx); err != nil || got != want || c.retryAfter(l) != c.retryAfter(c.twin) {
+			t.Fatalf("limiter %d: AvailablePermits %d, %v, retry-after %v; twin %d, %v", i, got, err, c.retryAfter(l), want, c.retryAfter(c.twin))
+		}
+	}
+	retry := c.retryAfter(c.twin)
+	clk.Advance(1500 * time.Millisecond)
+	want, _ = c.twin.AvailablePermits(c.ctx)
+	for i, l := range ls {
+		if got, err := l.AvailablePermits(c.ctx); err != nil || got != want {
+			t.Fatalf("limiter %d: 1.5 s later AvailablePermits %d, %v; twin %d", i, got, err, want)
+		}
+	}
+	st := c.store.Stats()
+	t.Logf("%v, 8 limiters grouped: %d waiters in flight (%d in the group's run), 1 asleep: handed back by the store %d (failed %d), by the caller 1; every limiter then as its twin with no waiters (retry-after %v, 1.5 s later %d available)",
+		cfg, inFlight, inFlight-3, st.HandedBack, st.HandBackFailed, retry, want)
+	if st.Abandoned != int64(inFlight) || st.HandedBack != st.Abandoned || inFlight < 4 {
+		t.Fatalf("%+v with %d in flight", st, inFlight)
+	}
+	_ = c.rdb.Close()
+}

@@ -109,39 +109,49 @@ func guarded[T any](r refusable, f func(context.Context) (T, error), abandon fun
 	if r.watch == nil {
 		return f(r.ctx)
 	}
-	type result struct {
-		v   T
-		err error
-	}
-	var state atomic.Int32
-	done, ctx := make(chan result, 1), r.ctx
-	late := make(chan func(T, error), 1)
+	fl := &flight[T]{done: make(chan flightResult[T], 1)}
+	ctx := r.ctx
 	go func() {
 		v, err := f(ctx)
-		if state.CompareAndSwap(awaited, answered) {
-			done <- result{v, err}
+		if fl.state.CompareAndSwap(awaited, answered) {
+			fl.done <- flightResult[T]{v, err}
 			return
 		}
-		if h := <-late; h != nil {
-			h(v, err)
+		// Abandoned: the caller sends word on done once late is set.
+		<-fl.done
+		if fl.late != nil {
+			fl.late(v, err)
 		}
 	}()
 	select {
-	case res := <-done:
+	case res := <-fl.done:
 		return res.v, res.err
 	case <-r.watch.Done():
-		var h func(T, error)
-		if abandon != nil {
-			h = abandon()
-		}
-		if !state.CompareAndSwap(awaited, abandoned) {
-			res := <-done // answered just now: the caller has it
+		if !fl.state.CompareAndSwap(awaited, abandoned) {
+			res := <-fl.done // answered just now: the caller has it
 			return res.v, res.err
 		}
-		late <- h
+		if abandon != nil {
+			fl.late = abandon()
+		}
+		fl.done <- flightResult[T]{}
 		var zero T
 		return zero, r.watch.Err()
 	}
+}
+
+// flight is a call that guarded may leave to the store.
+type flight[T any] struct {
+	state atomic.Int32 // awaited, answered or abandoned
+	// done carries the answer to the caller, or (abandoned) word from the
+	// caller that late is set.
+	done chan flightResult[T]
+	late func(T, error)
+}
+
+type flightResult[T any] struct {
+	v   T
+	err error
 }
 
 // abandonRun is what to do when the caller of a run of works leaves it:

@@ -109,20 +109,8 @@ func guarded[T any](r refusable, f func(context.Context) (T, error), abandon fun
 	if r.watch == nil {
 		return f(r.ctx)
 	}
-	fl := &flight[T]{done: make(chan flightResult[T], 1)}
-	ctx := r.ctx
-	go func() {
-		v, err := f(ctx)
-		if fl.state.CompareAndSwap(awaited, answered) {
-			fl.done <- flightResult[T]{v, err}
-			return
-		}
-		// Abandoned: the caller sends word on done once late is set.
-		<-fl.done
-		if fl.late != nil {
-			fl.late(v, err)
-		}
-	}()
+	fl := &flight[T]{done: make(chan flightResult[T], 1), f: f, ctx: r.ctx}
+	go fl.run() // a method: no closure to allocate
 	select {
 	case res := <-fl.done:
 		return res.v, res.err
@@ -147,11 +135,26 @@ type flight[T any] struct {
 	// caller that late is set.
 	done chan flightResult[T]
 	late func(T, error)
+	f    func(context.Context) (T, error)
+	ctx  context.Context
 }
 
 type flightResult[T any] struct {
 	v   T
 	err error
+}
+
+func (fl *flight[T]) run() {
+	v, err := fl.f(fl.ctx)
+	if fl.state.CompareAndSwap(awaited, answered) {
+		fl.done <- flightResult[T]{v, err}
+		return
+	}
+	// Abandoned: the caller sends word on done once late is set.
+	<-fl.done
+	if fl.late != nil {
+		fl.late(v, err)
+	}
 }
 
 // abandonRun is what to do when the caller of a run of works leaves it:

@@ -26,7 +26,7 @@ func TestHeldSlotsBounded(t *testing.T) {
 	if n := len(h.slots); n > holdSlices+1 {
 		t.Fatalf("%d slots for one window; want at most %d", n, holdSlices+1)
 	}
-	if _, got := h.take(clk.Now(), 1<<40); got != time.Minute.Milliseconds() {
+	if _, got, _ := h.take(clk.Now(), 1<<40); got != time.Minute.Milliseconds() {
 		t.Fatalf("held %d; want %d", got, time.Minute.Milliseconds())
 	}
 }

@@ -36,12 +36,12 @@ type blockFirstRelease struct {
 	released chan struct{}
 }
 
-func (b *blockFirstRelease) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64) (int64, error) {
+func (b *blockFirstRelease) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, upTo time.Time) (int64, error) {
 	if b.n.Add(1) == 1 {
 		b.calls <- struct{}{}
 		<-b.released
 	}
-	return b.Store.Release(ctx, key, known, n)
+	return b.Store.Release(ctx, key, known, n, upTo)
 }
 
 // Two Releases at once on a Limiter holding one permit hand back one, not

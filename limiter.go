@@ -149,7 +149,14 @@ func (h *held) addSlot(cfg *Config, ms, n int64, now time.Time) {
 	if cfg.Algorithm == TokenBucket {
 		span = until - ms
 	}
-	s := &heldSlot{start: ms, end: min(until, ms+max(1, span/holdSlices)), until: local}
+	width := max(1, span/holdSlices)
+	if cfg.Algorithm == SlidingLog && len(h.slots) < holdSlices {
+		// One millisecond, as the log's entries, while the record is
+		// small: its grants are then at its start exactly, the bound a
+		// Release hands back entries up to (see Release).
+		width = 1
+	}
+	s := &heldSlot{start: ms, end: min(until, ms+width), until: local}
 	s.n.Store(n)
 	h.slots = append(h.slots, s)
 	h.cur.Store(s)
@@ -178,16 +185,17 @@ type taken []struct {
 }
 
 // take removes up to n permits held at now, newest first (as the stores
-// hand them back), and returns what it took and how many. A concurrent
-// Release cannot take them too; putBack returns what the store did not
-// hand back.
-func (h *held) take(now time.Time, n int64) (taken, int64) {
+// hand them back), and returns what it took, how many, and the store time
+// (ms) of the oldest grant among them (a slot's start is its earliest). A
+// concurrent Release cannot take them too; putBack returns what the store
+// did not hand back.
+func (h *held) take(now time.Time, n int64) (taken, int64, int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t := now.UnixNano()
 	h.prune(t)
 	var tk taken
-	var sum int64
+	var sum, oldest int64
 	for k := len(h.slots) - 1; k >= 0 && sum < n; k-- {
 		s := h.slots[k]
 		if s.until <= t {
@@ -204,8 +212,11 @@ func (h *held) take(now time.Time, n int64) (taken, int64) {
 			n int64
 		}{s, got})
 		sum += got
+		if len(tk) == 1 || s.start < oldest {
+			oldest = s.start
+		}
 	}
-	return tk, sum
+	return tk, sum, oldest
 }
 
 // putBack settles a take after the store handed back released of its
@@ -813,8 +824,17 @@ func (l *Limiter) wait(ctx context.Context, d Decision, n int64) (Result, error)
 // Limiter, even with the same client ID, holds none of them, and neither
 // does this client after a restart: the record is lost with the process,
 // so a restarted client can release nothing it took before. The store then
-// bounds the hand-back again by what it still counts (under Overall, the
-// newest grants of any client, as many as this Limiter holds).
+// bounds the hand-back again by what it still counts. Under Overall the
+// store hands back the newest grants of any client, as many as this
+// Limiter holds; on a sliding log, for each of this Limiter's grants
+// released, one made no later than it, so a Release never frees another
+// client's newer grant in its place (which would let a window admit more
+// than Rate). The record keeps its grants' instants to the millisecond
+// while it is small (up to 32 of them); beyond that, grants within a
+// thirty-second of the Interval share the instant of the earliest, and a
+// Release may then hand back fewer than held when other clients' grants
+// fall between them. A Release spanning several such records makes one
+// store call for each.
 func (l *Limiter) Release(ctx context.Context, n int64) (int64, error) {
 	if n <= 0 {
 		return 0, &ArgumentError{Arg: "permits", Value: fmt.Sprint(n), Reason: "must be at least 1", Kind: ErrInvalidArgument}
@@ -824,13 +844,34 @@ func (l *Limiter) Release(ctx context.Context, n int64) (int64, error) {
 	}
 	// Taken from the record before the store call, so that concurrent
 	// Releases never hand back more than is held together.
-	tk, n := l.held.take(l.clock.Now(), n)
+	tk, n, oldest := l.held.take(l.clock.Now(), n)
 	if n == 0 {
 		return 0, nil
 	}
-	got, err := l.store.Release(ctx, l.key(), l.knownConfig(), n)
-	l.held.putBack(tk, got)
-	return got, err
+	// A sliding log hands back only entries made no later than the
+	// grants released: each entry removed then frees its permit no later
+	// than one of this Limiter's own would have, so no window counts fewer
+	// grants than were used, whoever made the entries. Each slot's permits
+	// go with its start as the bound (its earliest grant), one store call
+	// per slot, newest first; other algorithms' permits are
+	// interchangeable, and go in one call.
+	known := l.knownConfig()
+	if known.Algorithm != SlidingLog || len(tk) == 1 {
+		got, err := l.store.Release(ctx, l.key(), known, n, time.UnixMilli(oldest))
+		l.held.putBack(tk, got)
+		return got, err
+	}
+	var sum int64
+	for i := range tk {
+		got, err := l.store.Release(ctx, l.key(), known, tk[i].n, time.UnixMilli(tk[i].s.start))
+		l.held.putBack(tk[i:i+1], got)
+		sum += got
+		if err != nil {
+			l.held.putBack(tk[i+1:], 0)
+			return sum, err
+		}
+	}
+	return sum, nil
 }
 
 // AvailablePermits returns how many permits a request could be granted now.

@@ -31,8 +31,11 @@ type Store interface {
 	// and returns how many were handed back.
 	Cancel(ctx context.Context, key Key, known Config, at time.Time, n int64) (int64, error)
 	// Release hands back up to n permits granted to key and returns how many
-	// were handed back.
-	Release(ctx context.Context, key Key, known Config, n int64) (int64, error)
+	// were handed back. upTo is the store time of the oldest grant the
+	// caller hands back: a sliding log removes only entries made at or
+	// before it (newest first), so that it never erases another client's
+	// newer grant in its place; zero: no bound. Other algorithms ignore it.
+	Release(ctx context.Context, key Key, known Config, n int64, upTo time.Time) (int64, error)
 	// Available returns the permits a request could be granted now, and the
 	// stored config.
 	Available(ctx context.Context, key Key, known Config) (int64, Config, error)

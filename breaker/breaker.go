@@ -312,11 +312,11 @@ func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Con
 }
 
 // Release implements redlimit.Store.
-func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64) (int64, error) {
+func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, upTo time.Time) (int64, error) {
 	if !s.admit() {
 		return 0, redlimit.ErrCircuitOpen
 	}
-	v, err := s.store.Release(ctx, key, known, n)
+	v, err := s.store.Release(ctx, key, known, n, upTo)
 	s.record(ctx, err)
 	return v, err
 }

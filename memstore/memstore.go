@@ -612,7 +612,7 @@ func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Con
 }
 
 // Release implements redlimit.Store.
-func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64) (int64, error) {
+func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, upTo time.Time) (int64, error) {
 	if n <= 0 {
 		return 0, redlimit.ValidatePermits(n)
 	}
@@ -620,7 +620,13 @@ func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Co
 	if err != nil {
 		return 0, err
 	}
-	got := k.l.log(k.c, key.Client, k.now).Release(k.t, k.lim, n)
+	var got int64
+	lg := k.l.log(k.c, key.Client, k.now)
+	if sl, ok := lg.State.(*slidinglog.State); ok && !upTo.IsZero() {
+		got = sl.ReleaseUpTo(k.t, k.lim, n, max(upTo.UnixMicro(), 0)/k.c.unit)
+	} else {
+		got = lg.Release(k.t, k.lim, n)
+	}
 	s.end(&k)
 	return got, nil
 }

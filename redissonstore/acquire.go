@@ -110,12 +110,16 @@ func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Con
 }
 
 // Release implements redlimit.Store: it hands back up to n permits granted
-// in the current window (newest first; Overall: whichever client made them) and
-// returns how many. Each permit leaves the grant log and returns to the
-// counter, so Redisson (whose own release() is recent, 2025-26) reads
-// the state as if those grants had never been made.
-func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64) (int64, error) {
-	return s.giveBack(ctx, key, known, n, "")
+// in the current window and no later than upTo (newest first; Overall:
+// whichever client made them; zero upTo: no bound) and returns how many.
+// Each permit leaves the grant log and returns to the counter, so Redisson
+// (whose own release() is recent, 2025-26) reads the state as if those
+// grants had never been made.
+func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, upTo time.Time) (int64, error) {
+	if upTo.IsZero() {
+		return s.giveBack(ctx, key, known, n, "")
+	}
+	return s.giveBack(ctx, key, known, n, fmt.Sprint("<=", max(upTo.UnixMilli(), 0)))
 }
 
 func (s *Store) giveBack(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, at string) (int64, error) {

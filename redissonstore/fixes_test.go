@@ -43,7 +43,7 @@ func TestNoCounterWithoutTTL(t *testing.T) {
 			key := redlimit.Key{Name: name, Client: "c"}
 			var err error
 			if call == "release" {
-				_, err = tc.s.Release(e.ctx, key, redlimit.Config{}, 1)
+				_, err = tc.s.Release(e.ctx, key, redlimit.Config{}, 1, time.Time{})
 			} else {
 				_, _, err = tc.s.Available(e.ctx, key, redlimit.Config{})
 			}

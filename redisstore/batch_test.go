@@ -101,8 +101,8 @@ func TestBatchDifferential(t *testing.T) {
 						got, e := mem.Cancel(ctx, key, mc, d.At, n)
 						want[i], err = fmt.Sprint("cancel ", got), e
 					case p < 8:
-						batch[i] = call{opRelease, n, 0}
-						got, e := mem.Release(ctx, key, mc, n)
+						batch[i] = call{opRelease, n, -1}
+						got, e := mem.Release(ctx, key, mc, n, time.Time{})
 						want[i], err = fmt.Sprint("release ", got), e
 					default:
 						batch[i] = call{opAvailable, 0, 0}
@@ -307,7 +307,7 @@ func TestRefusalCacheAfterRelease(t *testing.T) {
 			<-held // Redis refused; the caller has not seen it yet
 			// Straight to the store, as another client's Release reaches it
 			// (a Limiter releases only what it holds itself).
-			got, err := s.Release(ctx, redlimit.Key{Name: "r", Client: "b"}, tb, 1)
+			got, err := s.Release(ctx, redlimit.Key{Name: "r", Client: "b"}, tb, 1, time.Time{})
 			proxy.Release()
 			ans := <-refused
 			if err != nil || got != 1 {

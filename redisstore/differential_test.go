@@ -219,10 +219,18 @@ func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcom
 			}
 		case p < 62:
 			n := 1 + rng.Int64N(max(cfg.Rate, cfg.Burst, cfg.Capacity))
-			gm, em := mem.Release(ctx, key, knownM, n)
-			gr, er := red.Release(ctx, key, knownR, n)
+			// No bound, or the oldest grant released made up to an
+			// interval and a bit before now (or, from a clock ahead of
+			// the store's, after it).
+			var upTo time.Time
+			if rng.IntN(4) > 0 {
+				iv := cfg.Interval.Microseconds()
+				upTo = clk.Now().Add(time.Duration(rng.Int64N(iv*5/4)-iv+iv/8) * time.Microsecond)
+			}
+			gm, em := mem.Release(ctx, key, knownM, n, upTo)
+			gr, er := red.Release(ctx, key, knownR, n, upTo)
 			if *diffTrace {
-				t.Logf("  release(%s, %d) = %d/%d %v", client, n, gm, gr, em)
+				t.Logf("  release(%s, %d, %v) = %d/%d %v", client, n, upTo, gm, gr, em)
 			}
 			if same(step, "release", em, er) && gm != gr {
 				fail(step, "release", gm, gr)

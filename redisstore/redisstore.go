@@ -650,11 +650,15 @@ func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Con
 }
 
 // Release implements redlimit.Store.
-func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64) (int64, error) {
+func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, upTo time.Time) (int64, error) {
 	if n <= 0 {
 		return 0, redlimit.ValidatePermits(n)
 	}
-	r, err := s.run(ctx, key, known, opRelease, n, 0)
+	bound := int64(-1) // no bound
+	if !upTo.IsZero() {
+		bound = max(upTo.UnixMicro(), 0)
+	}
+	r, err := s.run(ctx, key, known, opRelease, n, bound)
 	return r.value, err
 }
 

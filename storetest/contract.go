@@ -21,7 +21,8 @@ import (
 //     ErrQueueFull, both ErrRefused and neither context.DeadlineExceeded;
 //     TryAcquireWait reports the same refusals as Results.
 //   - Release gives back only what the calling Limiter was granted and
-//     still holds.
+//     still holds; on an Overall sliding log it never frees another
+//     client's newer grant in place of its own.
 //
 // Run calls it for every algorithm; a store that holds fewer algorithms
 // (redissonstore: the sliding log) calls it with those.
@@ -36,6 +37,7 @@ func Contract(t *testing.T, f Factory, algs ...redlimit.Algorithm) {
 		{"AcquireRefusesPastDeadline", testAcquirePastDeadline},
 		{"AcquireQueueFull", testAcquireQueueFull},
 		{"ReleaseOnlyOwn", testReleaseOnlyOwn},
+		{"ReleaseKeepsOthersGrants", testReleaseKeepsOthersGrants},
 		{"ConfigDrift", testConfigDrift},
 		{"ConfigOverride", testConfigOverride},
 	}
@@ -177,6 +179,68 @@ func testAcquireQueueFull(e *env, cfg redlimit.Config) {
 	cancel()
 	if err := <-waiter; !errors.Is(err, context.Canceled) {
 		e.t.Fatalf("cancelled waiter: %v", err)
+	}
+}
+
+// testReleaseKeepsOthersGrants: on an Overall sliding log, a Release
+// removes no entry newer than the grants it hands back, which may be
+// another client's grant, used: no window of the interval then admits more
+// than the rate, counted as users see it (the grants made and not handed
+// back). Other algorithms hand back interchangeable permits.
+func testReleaseKeepsOthersGrants(e *env, alg redlimit.Config) {
+	if alg.Algorithm != redlimit.SlidingLog {
+		e.t.Skip("only a sliding log's entries belong to a grant")
+	}
+	try := func(who string, l *redlimit.Limiter, want bool) {
+		e.t.Helper()
+		if r := e.try(l, 1); r.Allowed != want {
+			e.t.Fatalf("%s: allowed %v, want %v (%+v)", who, r.Allowed, want, r)
+		}
+	}
+	// 2 a minute: a at 0:00, b at 0:30, a hands its grant back at 0:31, c
+	// takes it. b's grant of 0:30 still counts at 1:00, when a's would have
+	// left the window: d is refused, or [0:30, 1:30) holds b, c and d.
+	a := e.configured("release-others", redlimit.PerInterval(2, time.Minute))
+	b, c, d := e.limiter("release-others"), e.limiter("release-others"), e.limiter("release-others")
+	try("a", a, true)
+	e.clock.Advance(30 * time.Second)
+	try("b", b, true)
+	e.clock.Advance(time.Second)
+	if got, err := a.Release(e.ctx, 1); err != nil || got != 1 {
+		e.t.Fatalf("a.Release(1) = %d, %v; want 1", got, err)
+	}
+	try("c", c, true)
+	try("c again", c, false)
+	e.clock.Advance(29 * time.Second)
+	try("d", d, false)
+	e.clock.Advance(30 * time.Second)
+	try("d after b's grant left", d, true)
+
+	// 3 a minute: a at 0:00 and 0:40, b at 0:30; a hands back both at
+	// 0:41 (as many as the store frees). Whatever it frees, [0:30, 1:30)
+	// holds b's grant and at most 2 more.
+	start := e.clock.Now()
+	a = e.configured("release-others-2", redlimit.PerInterval(3, time.Minute))
+	b = e.limiter("release-others-2")
+	try("a", a, true)
+	e.clock.Advance(30 * time.Second)
+	try("b", b, true)
+	e.clock.Advance(10 * time.Second)
+	try("a", a, true)
+	e.clock.Advance(time.Second)
+	if _, err := a.Release(e.ctx, 2); err != nil {
+		e.t.Fatalf("a.Release(2): %v", err)
+	}
+	others := e.limiter("release-others-2")
+	used := int64(1)                                     // b's
+	for _, at := range []time.Duration{41, 60, 71, 89} { // seconds
+		e.clock.Advance(start.Add(at * time.Second).Sub(e.clock.Now()))
+		for i := 0; i < 10 && e.try(others, 1).Allowed; i++ {
+			used++
+		}
+	}
+	if used > 3 {
+		e.t.Fatalf("[0:30, 1:30) holds %d grants used; the rate is 3", used)
 	}
 }
 

@@ -192,11 +192,23 @@ func (s *State) Cancel(now int64, lim Limit, at, n int64) int64 {
 // back. Reservations still in the future are left alone: their waiters will
 // use them.
 func (s *State) Release(now int64, lim Limit, n int64) int64 {
+	return s.ReleaseUpTo(now, lim, n, now)
+}
+
+// ReleaseUpTo is Release taking only permits granted at or before upTo too:
+// the instant of the oldest grant the caller hands back. On a log shared by
+// several clients, removing an entry no newer than one of the caller's own
+// frees a permit that returns no later than the caller's would have, so no
+// window of the log ends up counting fewer grants than were used; a newer
+// entry may be another client's grant, used, whose window would then admit
+// more than Rate.
+func (s *State) ReleaseUpTo(now int64, lim Limit, n, upTo int64) int64 {
 	now = s.advance(now, lim)
 	defer s.settle(lim)
+	upTo = min(upTo, now)
 	var released int64
 	for i := len(s.Entries) - 1; i >= 0 && released < n; i-- {
-		if s.Entries[i].At > now {
+		if s.Entries[i].At > upTo {
 			continue
 		}
 		released += s.take(i, n-released)

@@ -10,8 +10,10 @@
 -- ARGV[2] permits to hand back, at most
 -- ARGV[3] now in ms by the caller's clock
 -- ARGV[4] '' to take from any grant made in (now - interval, now], newest
---         first (release); or an instant in ms to take only from grants made
---         at that instant (cancel)
+--         first (release); '<=' and an instant in ms to take likewise only
+--         from grants made at or before it too (release by a client whose
+--         oldest grant handed back was made then); or an instant in ms to
+--         take only from grants made at that instant (cancel)
 -- ARGV[5..8] the config the caller knows, or ARGV[5] = '' (see lib.lua's config)
 --
 -- Reply: {1, handed back, rate, interval, type, keepAliveTime}, or {code} /
@@ -27,8 +29,10 @@ local value, err, detail = refresh(cfg, valueKey, permitsKey, now)
 if not value then return {err, detail} end
 
 local grants = {}
-if ARGV[4] == '' then
-  grants = redis.call('ZREVRANGEBYSCORE', permitsKey, fmt(now), '(' .. fmt(now - cfg.interval), 'WITHSCORES')
+if ARGV[4] == '' or ARGV[4]:sub(1, 2) == '<=' then
+  local upTo = now
+  if ARGV[4] ~= '' then upTo = math.min(now, tonumber(ARGV[4]:sub(3))) end
+  grants = redis.call('ZREVRANGEBYSCORE', permitsKey, fmt(upTo), '(' .. fmt(now - cfg.interval), 'WITHSCORES')
 elseif tonumber(ARGV[4]) > now - cfg.interval then
   grants = redis.call('ZRANGEBYSCORE', permitsKey, ARGV[4], ARGV[4], 'WITHSCORES')
 end

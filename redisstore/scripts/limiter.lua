@@ -40,6 +40,8 @@
 --     n     permits (acquire, cancel, release)
 --     arg   acquire: maximum wait in µs (-1: no bound); cancel: instant of the
 --           reservation, in µs
+--           release: a sliding log takes only entries made at or before
+--           this instant, in µs (-1: no bound); others ignore it
 --
 -- A config and a state are each one string, read and written whole: in
 -- Redis's Lua every field, table and string costs, and this keeps a
@@ -439,7 +441,7 @@ local function sliding_log(op, n, arg3)
     sl_commit(k)
     local got = 0
     from_tail(function(idx, a, p)
-      if a <= now then got = got + take(idx, p, n - got) end
+      if a <= now and (arg3 < 0 or a <= arg3) then got = got + take(idx, p, n - got) end
       return got >= n
     end)
     total = total - got

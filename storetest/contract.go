@@ -217,8 +217,9 @@ func testReleaseKeepsOthersGrants(e *env, alg redlimit.Config) {
 	try("d after b's grant left", d, true)
 
 	// 3 a minute: a at 0:00 and 0:40, b at 0:30; a hands back both at
-	// 0:41 (as many as the store frees). Whatever it frees, [0:30, 1:30)
-	// holds b's grant and at most 2 more.
+	// 0:41, each in place of its own entry (a single bound, a's newest,
+	// would free b's 0:30 and leave a's 0:00 to free another at 1:00):
+	// [0:30, 1:30) holds b's grant and exactly the 2 handed back.
 	start := e.clock.Now()
 	a = e.configured("release-others-2", redlimit.PerInterval(3, time.Minute))
 	b = e.limiter("release-others-2")
@@ -228,8 +229,8 @@ func testReleaseKeepsOthersGrants(e *env, alg redlimit.Config) {
 	e.clock.Advance(10 * time.Second)
 	try("a", a, true)
 	e.clock.Advance(time.Second)
-	if _, err := a.Release(e.ctx, 2); err != nil {
-		e.t.Fatalf("a.Release(2): %v", err)
+	if got, err := a.Release(e.ctx, 2); err != nil || got != 2 {
+		e.t.Fatalf("a.Release(2) = %d, %v; want 2", got, err)
 	}
 	others := e.limiter("release-others-2")
 	used := int64(1)                                     // b's
@@ -239,8 +240,8 @@ func testReleaseKeepsOthersGrants(e *env, alg redlimit.Config) {
 			used++
 		}
 	}
-	if used > 3 {
-		e.t.Fatalf("[0:30, 1:30) holds %d grants used; the rate is 3", used)
+	if used != 3 {
+		e.t.Fatalf("[0:30, 1:30) holds %d grants used; want 3, the rate", used)
 	}
 }
 

@@ -161,3 +161,28 @@ func BenchmarkAcquire(b *testing.B) {
 		s.Acquire(now, lim, 1, 0)
 	}
 }
+
+// ReleaseUpTo takes no entry newer than its bound, newest first below it,
+// and Release is ReleaseUpTo bounded by now.
+func TestReleaseUpTo(t *testing.T) {
+	lim := Limit{Rate: 10, Interval: 1000}
+	var s State
+	for _, at := range []int64{100, 200, 300} {
+		if d := s.Acquire(at, lim, 2, 0); !d.Granted {
+			t.Fatalf("acquire at %d refused", at)
+		}
+	}
+	if got := s.ReleaseUpTo(300, lim, 3, 250); got != 3 {
+		t.Fatalf("ReleaseUpTo(250) = %d; want 3", got)
+	}
+	want := []Entry{{At: 100, Permits: 1}, {At: 300, Permits: 2}}
+	if len(s.Entries) != 2 || s.Entries[0] != want[0] || s.Entries[1] != want[1] || s.Total != 3 {
+		t.Fatalf("log %+v total %d; want %+v total 3", s.Entries, s.Total, want)
+	}
+	if got := s.ReleaseUpTo(300, lim, 5, 50); got != 0 {
+		t.Fatalf("ReleaseUpTo(50) = %d; want 0: every entry is later", got)
+	}
+	if got := s.Release(300, lim, 5); got != 3 {
+		t.Fatalf("Release = %d; want 3", got)
+	}
+}

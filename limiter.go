@@ -832,9 +832,9 @@ func (l *Limiter) wait(ctx context.Context, d Decision, n int64) (Result, error)
 // than Rate). The record keeps its grants' instants to the millisecond
 // while it is small (up to 32 of them); beyond that, grants within a
 // thirty-second of the Interval share the instant of the earliest, and a
-// Release may then hand back fewer than held when other clients' grants
-// fall between them. A Release spanning several such records makes one
-// store call for each.
+// Release may then hand back fewer than held, when the log holds fewer
+// entries made up to that instant. A Release spanning several records
+// makes one store call for each.
 func (l *Limiter) Release(ctx context.Context, n int64) (int64, error) {
 	if n <= 0 {
 		return 0, &ArgumentError{Arg: "permits", Value: fmt.Sprint(n), Reason: "must be at least 1", Kind: ErrInvalidArgument}

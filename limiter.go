@@ -890,7 +890,8 @@ func (l *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
 // Delete removes the limiter's config and its Overall state, and reports
 // whether a config existed. PerClient state is left to expire on its own
 // (within one interval): a config set afterwards starts a new epoch that
-// never counts it. This Limiter forgets the config too; another Limiter that
+// never counts it; on Redis, clients' keys holding data redlimit did not
+// write are removed. This Limiter forgets the config too; another Limiter that
 // still knows it (WithConfig, or from earlier calls) restores it, epoch and
 // all, on its next call, exactly as after a data loss.
 func (l *Limiter) Delete(ctx context.Context) (bool, error) {

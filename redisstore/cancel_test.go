@@ -61,6 +61,14 @@ func startProxy(t *testing.T, target string) *holdProxy {
 
 func (p *holdProxy) addr() string { return p.ln.Addr().String() }
 
+// sent is the number of acquire calls seen so far, read under p.mu: the
+// proxy's goroutines count them.
+func (p *holdProxy) sent() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.acquires
+}
+
 func (p *holdProxy) close() {
 	_ = p.ln.Close()
 	p.mu.Lock()
@@ -172,14 +180,16 @@ func (p *holdProxy) requests(c, s net.Conn, scripts chan<- bool) {
 			}
 		}
 		scripts <- script
-		if _, err := s.Write(raw); err != nil {
-			return
-		}
+		// Counted before Redis has the call: a test that reads the count
+		// once the reply is back must see this call in it.
 		if n > 0 {
 			p.mu.Lock()
 			p.acquires += n
 			p.notify()
 			p.mu.Unlock()
+		}
+		if _, err := s.Write(raw); err != nil {
+			return
 		}
 	}
 }
@@ -437,10 +447,10 @@ func TestCancelInFlightBatched(t *testing.T) {
 		c := newInFlightCase(t, p, clk, cfg, "batched")
 		const waiters = 257
 		p.setHold(true)
-		before := p.acquires
+		before := p.sent()
 		c.start(1)
 		p.waitFor(t, "sent the first run", func() bool { return p.acquires > before && len(p.held) == 1 })
-		sent, calls := p.acquires, c.store.Stats().Calls
+		sent, calls := p.sent(), c.store.Stats().Calls
 		// The others queue in the limiter's lane meanwhile; the first's
 		// reply lets the lane send them, and its caller sleeps.
 		c.start(waiters - 1)
@@ -458,9 +468,7 @@ func TestCancelInFlightBatched(t *testing.T) {
 		// (A waiter that had not queued yet when the first reply came
 		// may have gone in a later run, or not at all.)
 		c.cancelAll(0)
-		p.mu.Lock()
-		inFlight := p.acquires - sent
-		p.mu.Unlock()
+		inFlight := p.sent() - sent
 		p.setHold(false)
 		c.cancelAll(c.allBut(0)...)
 		c.check(waiters, 1)
@@ -481,7 +489,7 @@ func TestCancelInFlightAlone(t *testing.T) {
 		c := newInFlightCase(t, p, clk, cfg, "without batching", redisstore.WithoutBatching())
 		const waiters = 400
 		p.setHold(true)
-		before := p.acquires
+		before := p.sent()
 		c.start(waiters)
 		p.waitFor(t, fmt.Sprintf("sent %d runs", waiters), func() bool {
 			return p.acquires-before == waiters && len(p.held) == waiters
@@ -597,7 +605,7 @@ func TestCancelInFlightGrouped(t *testing.T) {
 		ls = append(ls, l)
 	}
 	p.setHold(true)
-	before, calls := p.acquires, c.store.Stats().Calls
+	before, calls := p.sent(), c.store.Stats().Calls
 	errs := make(chan error, len(ls))
 	var cancels []context.CancelFunc
 	for _, l := range ls {
@@ -618,7 +626,7 @@ func TestCancelInFlightGrouped(t *testing.T) {
 		t.Fatal("the first waiter never slept")
 	}
 	p.waitFor(t, "sent the group's run", func() bool { return p.acquires-before > 4 && len(p.held) == 4 })
-	inFlight := p.acquires - before - 1
+	inFlight := p.sent() - before - 1
 	for _, cancel := range cancels {
 		cancel()
 	}

@@ -410,17 +410,6 @@ func (c *inFlightCase) check(waiters, asleep int) {
 	}
 }
 
-// eventually waits until cond holds, looking every millisecond: for state
-// that nothing signals (the store's counters), never for timing's sake.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("never %s", what)
-		}
-	}
-}
-
 func cancelConfigs() []redlimit.Config {
 	return []redlimit.Config{
 		redlimit.PerSecond(10),
@@ -454,7 +443,7 @@ func TestCancelInFlightBatched(t *testing.T) {
 		// The others queue in the limiter's lane meanwhile; the first's
 		// reply lets the lane send them, and its caller sleeps.
 		c.start(waiters - 1)
-		eventually(t, "queued the waiters", func() bool { return c.store.Stats().Calls >= calls+waiters-1 })
+		waitFor(t, "queued the waiters", func() bool { return c.store.Stats().Calls >= calls+waiters-1 })
 		p.release(1)
 		guard := make(chan struct{})
 		tm := time.AfterFunc(30*time.Second, func() { close(guard) })
@@ -617,7 +606,7 @@ func TestCancelInFlightGrouped(t *testing.T) {
 		}()
 	}
 	p.waitFor(t, "sent four runs", func() bool { return p.acquires-before == 4 && len(p.held) == 4 })
-	eventually(t, "queued the other calls", func() bool { return c.store.Stats().Calls >= calls+8 })
+	waitFor(t, "queued the other calls", func() bool { return c.store.Stats().Calls >= calls+8 })
 	p.release(1)
 	guard := make(chan struct{})
 	tm := time.AfterFunc(30*time.Second, func() { close(guard) })

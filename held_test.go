@@ -86,18 +86,31 @@ func TestReleaseConcurrentNeverExceedsHeld(t *testing.T) {
 	}
 }
 
+// oneAtATime is a store that hands back at most one permit per Release,
+// as a store that counts fewer than the Limiter holds would.
+type oneAtATime struct{ redlimit.Store }
+
+func (o oneAtATime) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, upTo time.Time) (int64, error) {
+	return o.Store.Release(ctx, key, known, min(n, 1), upTo)
+}
+
 // A Release the store cannot honour puts the permits back in the record.
 func TestReleaseKeepsWhatTheStoreDidNotHandBack(t *testing.T) {
 	ctx := context.Background()
 	clk, mem := newHeldEnv(t, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cfg := redlimit.PerMinute(10)
-	a := mustLimiter(t, mem, "x", cfg, redlimit.WithClock(clk))
-	a.TryAcquire(ctx, 2)
-	if n, err := a.Release(ctx, 1); n != 1 || err != nil {
-		t.Fatalf("release = %d, %v; want 1", n, err)
+	a := mustLimiter(t, oneAtATime{mem}, "x", cfg, redlimit.WithClock(clk))
+	if r, err := a.TryAcquire(ctx, 2); err != nil || !r.Allowed {
+		t.Fatalf("acquire = %+v, %v", r, err)
 	}
-	if n, err := a.Release(ctx, 5); n != 1 || err != nil {
-		t.Fatalf("second release = %d, %v; want 1", n, err)
+	if n, err := a.Release(ctx, 2); n != 1 || err != nil {
+		t.Fatalf("release = %d, %v; want 1 (the store hands back one)", n, err)
+	}
+	if n, err := a.Release(ctx, 2); n != 1 || err != nil {
+		t.Fatalf("second release = %d, %v; want 1: the permit the store kept is still held", n, err)
+	}
+	if n, err := a.Release(ctx, 2); n != 0 || err != nil {
+		t.Fatalf("third release = %d, %v; want 0: nothing is held", n, err)
 	}
 }
 

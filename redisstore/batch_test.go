@@ -390,3 +390,49 @@ func TestBackgroundContext(t *testing.T) {
 		t.Errorf("unbounded client: context with deadline %v", dl)
 	}
 }
+
+// TestRefusalCacheFullQueue: a leaky bucket whose queue is full refuses
+// TryAcquire locally, as any exhausted limiter, while a call that may wait
+// still asks the store and learns that the queue is full.
+func TestRefusalCacheFullQueue(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	s, err := New(rdb, WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := redlimit.LeakyBucketConfig(1, time.Second, 2).Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := redlimit.Key{Name: "full", Client: "c"}
+	for i := 0; ; i++ {
+		d, err := s.Acquire(ctx, key, cfg, 1, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Granted {
+			if !d.Full {
+				t.Fatalf("call %d refused, not as full: %+v", i, d)
+			}
+			break
+		}
+	}
+	calls := s.Stats().Calls
+	for i := 0; i < 3; i++ {
+		if d, err := s.Acquire(ctx, key, cfg, 1, 0); err != nil || d.Granted {
+			t.Fatalf("TryAcquire on a full queue: %+v, %v", d, err)
+		}
+	}
+	if st := s.Stats(); st.LocalRefusals != 3 || st.Calls-calls != 3 {
+		t.Fatalf("3 TryAcquires on a full queue: %+v; want all 3 answered locally", st)
+	}
+	d, err := s.Acquire(ctx, key, cfg, 1, time.Hour)
+	if err != nil || d.Granted || !d.Full {
+		t.Fatalf("a call that may wait an hour: %+v, %v; want refused by the store as full", d, err)
+	}
+	if got := s.Stats().LocalRefusals; got != 3 {
+		t.Fatalf("the waiting call was answered locally (%d local refusals)", got)
+	}
+}

@@ -36,6 +36,11 @@ type refusal struct {
 	until time.Time // when a permit frees (the store's clock, or the local monotonic one)
 	valid time.Time // the entry is used until then: until, or maxStale after the reply
 	cfg   *redlimit.Config
+	// full: a leaky bucket's queue had no room. Such an entry answers only
+	// calls that cannot wait (TryAcquire), for which Decision.Full is not
+	// asked: a waiting call goes to the store, which says whether the
+	// queue is still full.
+	full bool
 }
 
 type refusals struct {
@@ -136,7 +141,7 @@ func (s *Store) cachedRefusal(key redlimit.Key, maxWait int64) (time.Duration, t
 		return 0, time.Time{}, nil, false
 	}
 	now := s.localNow()
-	if !now.Before(r.valid) {
+	if !now.Before(r.valid) || (r.full && maxWait != 0) {
 		return 0, time.Time{}, nil, false
 	}
 	// The store's clock counts whole units: the retry-after is until less
@@ -168,13 +173,13 @@ func (s *Store) noteAcquire(key redlimit.Key, sent time.Time, gen uint64, n int6
 	if s.refusalTTL <= 0 {
 		return
 	}
-	if r.code == 0 && n == 1 && r.value == 0 && r.wait > 0 {
+	if (r.code == 0 || r.code == 2) && n == 1 && r.value == 0 && r.wait > 0 {
 		if s.refusals.gen.Load() != gen {
 			return // permits may have been freed since: do not cache
 		}
 		wait := time.Duration(r.wait) * time.Microsecond
 		until := sent.Truncate(grain(r.cfg)).Add(wait)
-		s.refusals.store(key, r.cfg.Mode, refusal{until: until, valid: sent.Add(min(wait, s.refusalTTL)), cfg: r.cfg})
+		s.refusals.store(key, r.cfg.Mode, refusal{until: until, valid: sent.Add(min(wait, s.refusalTTL)), cfg: r.cfg, full: r.code == 2})
 		if s.refusals.gen.Load() != gen {
 			s.refusals.drop(key) // a change came in between: take it back
 		}

@@ -144,3 +144,28 @@ func TestDriftAfterOwnSetRate(t *testing.T) {
 		})
 	}
 }
+
+// valueStore is a Store held by value whose type is comparable but whose
+// field holds a value that is not: it must not be used as a map key.
+type valueStore struct {
+	redlimit.Store
+	tags any
+}
+
+// A Store held by value, with an uncomparable field inside, is logged as
+// any other, not a panic.
+func TestDriftWithAValueStore(t *testing.T) {
+	ctx := context.Background()
+	s, clk := driftEnv(t, redlimit.PerSecond(1000), "api")
+	h := &countingHandler{}
+	l, err := redlimit.New(valueStore{Store: s, tags: map[string]int{}}, "api", redlimit.WithConfig(redlimit.PerSecond(5000)), redlimit.WithLogger(slog.New(h)), redlimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.TryAcquire(ctx, 1); err != nil || !r.Allowed {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if h.warns != 1 {
+		t.Errorf("logged %d Warn lines; want 1", h.warns)
+	}
+}

@@ -468,7 +468,7 @@ type driftBudget struct {
 // many lines were suppressed before it.
 func (d *driftLogs) shouldLog(lg *slog.Logger, store Store, text string, now time.Time) (bool, int64) {
 	k := driftKey{text: text}
-	if t := reflect.TypeOf(store); t != nil && t.Comparable() {
+	if t := reflect.TypeOf(store); t != nil && t.Kind() == reflect.Pointer {
 		k.store = store
 	}
 	d.mu.Lock()

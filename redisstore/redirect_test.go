@@ -94,12 +94,7 @@ func (m *slotMove) close() {
 func TestClusterSlotMigrationRedirects(t *testing.T) {
 	ctx := context.Background()
 	cluster := redistest.StartCluster(t, 3, 0)
-	var addrs []string
-	for _, n := range cluster.Nodes {
-		addrs = append(addrs, n.Addr)
-	}
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1, MaxRedirects: -1})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := cluster.Client(t) // MaxRetries and MaxRedirects -1
 	for _, alg := range []redlimit.Algorithm{redlimit.SlidingLog, redlimit.FixedWindow, redlimit.TokenBucket} {
 		t.Run(string(alg), func(t *testing.T) {
 			s, err := redisstore.New(rdb, redisstore.WithPrefix("mig-"+string(alg)+":"))

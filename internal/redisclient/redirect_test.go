@@ -16,12 +16,7 @@ import (
 func TestRedirectingFollowsAskAndMoved(t *testing.T) {
 	ctx := context.Background()
 	cluster := redistest.StartCluster(t, 3, 0)
-	var addrs []string
-	for _, n := range cluster.Nodes {
-		addrs = append(addrs, n.Addr)
-	}
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1, MaxRedirects: -1})
-	t.Cleanup(func() { _ = cc.Close() })
+	cc := cluster.Client(t) // MaxRetries and MaxRedirects -1
 	if err := Check(cc, "AllowRetries()"); err != nil {
 		t.Fatal(err)
 	}

@@ -117,6 +117,56 @@ const MaxNameLen = 1024
 // MaxClientIDLen is the longest client ID, in bytes.
 const MaxClientIDLen = 256
 
+// Validate checks k as the Store calls that take a Key do: a Name of
+// 1..1024 bytes, any bytes at all (stores encode names so that no name can
+// reach another limiter's keys), and a Client of 1..256 bytes of printable
+// UTF-8. Stores call it before anything else; the Limiter already has.
+func (k Key) Validate() error {
+	if err := ValidateName(k.Name); err != nil {
+		return err
+	}
+	return ValidateClientID(k.Client)
+}
+
+// ValidateName checks only k.Name, for the Store calls that take a name
+// (SetConfig, Config, Delete, ClearExpire).
+func (k Key) ValidateName() error { return ValidateName(k.Name) }
+
+// ValidateTTL checks k.Name and a TTL as Store.Expire takes them: the TTL
+// at least 1 ms.
+func (k Key) ValidateTTL(ttl time.Duration) error {
+	if err := ValidateName(k.Name); err != nil {
+		return err
+	}
+	return ValidateTTL(ttl)
+}
+
+// Validate checks that m is one of the three modes.
+func (m SetMode) Validate() error { return ValidateSetMode(m) }
+
+// ValidatePermits checks a permit count against c: at least 1, at most
+// c.MaxPermits() (its rate, burst or capacity; ErrPermitsExceedRate beyond).
+// A zero Config (a store that has not read the limiter's config yet)
+// bounds it by MaxRate only: the store checks again against the stored
+// config, since a client's copy may be out of date.
+func (c Config) ValidatePermits(n int64) error {
+	if c.Rate == 0 {
+		return ValidatePermits(n)
+	}
+	if n > 0 && n <= c.MaxPermits() {
+		return nil
+	}
+	if n <= 0 {
+		return permitsError(n)
+	}
+	return PermitsExceedRate(n, c.MaxPermits())
+}
+
+// WithNewEpoch returns c with a fresh random epoch, as a store gives a
+// limiter it creates or resets: a positive integer below 2^52, exact in
+// every store.
+func (c Config) WithNewEpoch() Config { c.Epoch = NewEpoch(); return c }
+
 // ValidateName checks a limiter name: 1..MaxNameLen bytes, any bytes at all
 // (stores encode names so that no name can reach another limiter's keys).
 func ValidateName(name string) error {

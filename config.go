@@ -2,8 +2,16 @@ package redlimit
 
 import (
 	"fmt"
+	"math/bits"
 	"strings"
 	"time"
+
+	"github.com/redlimit/redlimit/algorithm"
+	"github.com/redlimit/redlimit/algorithm/fixedwindow"
+	"github.com/redlimit/redlimit/algorithm/leakybucket"
+	"github.com/redlimit/redlimit/algorithm/slidingcounter"
+	"github.com/redlimit/redlimit/algorithm/slidinglog"
+	"github.com/redlimit/redlimit/algorithm/tokenbucket"
 )
 
 // Mode says who shares a limit.
@@ -44,63 +52,62 @@ func ParseMode(s string) (Mode, error) {
 // Algorithm names a rate-limiting algorithm.
 type Algorithm string
 
-// The algorithms. Package algorithm/<name> holds each one's rules and says
-// what a SetRate does to its state; the README's algorithm guide compares them.
+// The algorithms built in, in the order of Algorithms. Each one's package
+// algorithm/<name> holds its rules and its Spec (package algorithm's
+// registry: limits, defaults, what a SetRate does to its state); the
+// README's algorithm guide compares them.
 const (
 	// SlidingLog grants at most Rate permits in any window of Interval: a
 	// grant returns to the pool Interval after it was made (Redisson's
 	// semantics). Exact; memory up to one entry per ms of the window.
-	SlidingLog Algorithm = "sliding-log"
+	SlidingLog Algorithm = slidinglog.Name
 	// FixedWindow grants at most Rate permits per window of Interval aligned
 	// to the clock (whole seconds, minutes, hours, UTC days). One counter;
 	// up to 2 x Rate across a window boundary.
-	FixedWindow Algorithm = "fixed-window"
+	FixedWindow Algorithm = fixedwindow.Name
 	// SlidingCounter weighs the previous fixed window by its overlap with the
 	// sliding one. O(1), approximate.
-	SlidingCounter Algorithm = "sliding-counter"
+	SlidingCounter Algorithm = slidingcounter.Name
 	// TokenBucket holds Burst tokens, refilled at Rate per Interval; a request
 	// takes n. Bursts up to Burst, Rate in the long run.
-	TokenBucket Algorithm = "token-bucket"
+	TokenBucket Algorithm = tokenbucket.Name
 	// LeakyBucket queues requests and lets them out evenly, Interval/Rate
 	// apart, holding at most Capacity permits waiting. No bursts.
-	LeakyBucket Algorithm = "leaky-bucket"
+	LeakyBucket Algorithm = leakybucket.Name
 )
 
-// Algorithms lists every algorithm, the default first.
-var Algorithms = []Algorithm{SlidingLog, FixedWindow, SlidingCounter, TokenBucket, LeakyBucket}
-
-// ParseAlgorithm reads an algorithm's name.
+// ParseAlgorithm reads an algorithm's name (case-insensitive): one of
+// Algorithms, or another registered with package algorithm.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	for _, a := range Algorithms {
-		if string(a) == strings.ToLower(s) {
-			return a, nil
-		}
+	if spec := algorithm.Lookup(strings.ToLower(s)); spec != nil {
+		return Algorithm(spec.Name), nil
 	}
-	return "", &ArgumentError{Arg: "algorithm", Value: s, Reason: fmt.Sprintf("must be one of %v", Algorithms), Kind: ErrInvalidArgument}
+	return "", &ArgumentError{Arg: "algorithm", Value: s, Reason: fmt.Sprintf("must be one of %v", registered()), Kind: ErrInvalidArgument}
 }
 
 // Limits on a Config, chosen so that every value stays exact as a Lua
 // number (2^53). Stores count time in microseconds since the Unix epoch for
 // the fixed window, the sliding counter and the buckets (milliseconds for
 // the sliding log, whose entries are per millisecond), so grants keep to
-// their spacing for rates up to 10^6 per second.
+// their spacing for rates up to 10^6 per second. Each algorithm's Spec
+// (package algorithm) says which of them bind it.
 const (
 	// MaxRate bounds Rate, Burst and Capacity.
-	MaxRate int64 = 1 << 40
+	MaxRate int64 = algorithm.MaxRate
 	// MinInterval is the shortest Interval. Intervals are whole
 	// milliseconds: that is how a config is stored (and shared with
 	// older clients); spacing finer than a millisecond comes from the
 	// rate, such as 1000 per millisecond.
-	MinInterval time.Duration = time.Millisecond
-	MaxInterval time.Duration = 100 * 365 * 24 * time.Hour
+	MinInterval time.Duration = algorithm.MinInterval
+	MaxInterval time.Duration = algorithm.MaxInterval
 	// MaxBucketInterval bounds the buckets' and the sliding counter's
 	// Interval, whose arithmetic multiplies counts by microseconds.
-	MaxBucketInterval time.Duration = 24 * time.Hour
+	MaxBucketInterval time.Duration = algorithm.MaxBucketInterval
 	// MaxCountTimesInterval bounds Rate, Burst and Capacity times Interval
 	// in microseconds for those algorithms: 2^53, exact in Lua. So at most
 	// about 9.0e9 per second, 1.5e8 per minute, 2.5e6 per hour, 104249
 	// per day (a fixed window or sliding log takes up to MaxRate).
-	MaxCountTimesInterval int64 = 1 << 53
+	MaxCountTimesInterval int64 = algorithm.MaxExact
 )
 
 // Config is a limiter's configuration. It is stored with the limiter, so a
@@ -176,15 +183,20 @@ func (c Config) String() string {
 }
 
 // MaxPermits is the most permits one request can ever be granted: Rate,
-// Burst for a token bucket, Capacity for a leaky bucket. c is normalized.
+// Burst for a token bucket, Capacity for a leaky bucket (the algorithm's
+// Spec.MaxPermits). c is normalized.
 func (c Config) MaxPermits() int64 {
-	switch c.Algorithm {
-	case TokenBucket:
-		return c.Burst
-	case LeakyBucket:
-		return c.Capacity
+	spec := algorithm.Lookup(string(c.Algorithm))
+	if spec == nil {
+		return c.Rate
 	}
-	return c.Rate
+	return spec.Max(c.limit())
+}
+
+// limit is c's Rate, Burst and Capacity as an algorithm.Limit (Interval
+// aside: its unit is the algorithm's).
+func (c *Config) limit() algorithm.Limit {
+	return algorithm.Limit{Rate: c.Rate, Burst: c.Burst, Capacity: c.Capacity}
 }
 
 // Equal reports whether c and o are the same config, epoch included (the
@@ -192,15 +204,16 @@ func (c Config) MaxPermits() int64 {
 func (c *Config) Equal(o *Config) bool { return *c == *o }
 
 // Normalize fills the defaults and checks every field, returning an
-// *ArgumentError (errors.Is ErrInvalidArgument) for the first bad one.
+// *ArgumentError (errors.Is ErrInvalidArgument) for the first bad one. The
+// algorithm's Spec (package algorithm) says which parameters it takes,
+// their defaults and the bounds on its interval.
 func (c Config) Normalize() (Config, error) {
 	if c.Algorithm == "" {
 		c.Algorithm = SlidingLog
 	}
-	switch c.Algorithm {
-	case SlidingLog, FixedWindow, SlidingCounter, TokenBucket, LeakyBucket:
-	default:
-		return c, &ArgumentError{Arg: "algorithm", Value: string(c.Algorithm), Reason: fmt.Sprintf("unknown; one of %v", Algorithms), Kind: ErrInvalidArgument}
+	spec := algorithm.Lookup(string(c.Algorithm))
+	if spec == nil {
+		return c, &ArgumentError{Arg: "algorithm", Value: string(c.Algorithm), Reason: fmt.Sprintf("unknown; one of %v", registered()), Kind: ErrInvalidArgument}
 	}
 	if c.Mode != Overall && c.Mode != PerClient {
 		return c, &ArgumentError{Arg: "mode", Value: c.Mode.String(), Reason: "unknown mode", Kind: ErrInvalidArgument}
@@ -209,27 +222,26 @@ func (c Config) Normalize() (Config, error) {
 		return c, &ArgumentError{Arg: "rate", Value: fmt.Sprint(c.Rate), Reason: fmt.Sprintf("must be 1..%d", MaxRate), Kind: ErrInvalidArgument}
 	}
 	switch {
-	case c.Interval < MinInterval:
-		return c, &ArgumentError{Arg: "interval", Value: c.Interval.String(), Reason: "must be at least 1ms", Kind: ErrInvalidArgument}
+	case c.Interval < spec.MinInterval:
+		return c, &ArgumentError{Arg: "interval", Value: c.Interval.String(), Reason: "must be at least " + shortDuration(spec.MinInterval), Kind: ErrInvalidArgument}
 	case c.Interval > MaxInterval:
 		return c, &ArgumentError{Arg: "interval", Value: c.Interval.String(), Reason: "must be at most " + MaxInterval.String(), Kind: ErrInvalidArgument}
 	case c.Interval%time.Millisecond != 0:
 		return c, &ArgumentError{Arg: "interval", Value: c.Interval.String(), Reason: "must be a whole number of milliseconds", Kind: ErrInvalidArgument}
 	}
-	if c.Burst != 0 && c.Algorithm != TokenBucket {
-		return c, &ArgumentError{Arg: "burst", Value: fmt.Sprint(c.Burst), Reason: "applies to token-bucket only", Kind: ErrInvalidArgument}
+	if c.Burst != 0 && spec.Params&algorithm.Burst == 0 {
+		return c, &ArgumentError{Arg: "burst", Value: fmt.Sprint(c.Burst), Reason: "applies to " + takers(algorithm.Burst) + " only", Kind: ErrInvalidArgument}
 	}
-	if c.Capacity != 0 && c.Algorithm != LeakyBucket {
-		return c, &ArgumentError{Arg: "capacity", Value: fmt.Sprint(c.Capacity), Reason: "applies to leaky-bucket only", Kind: ErrInvalidArgument}
+	if c.Capacity != 0 && spec.Params&algorithm.Capacity == 0 {
+		return c, &ArgumentError{Arg: "capacity", Value: fmt.Sprint(c.Capacity), Reason: "applies to " + takers(algorithm.Capacity) + " only", Kind: ErrInvalidArgument}
 	}
-	switch c.Algorithm {
-	case TokenBucket:
-		if c.Burst == 0 {
-			c.Burst = c.Rate
+	if spec.Defaults != nil && (c.Burst == 0 && spec.Params&algorithm.Burst != 0 || c.Capacity == 0 && spec.Params&algorithm.Capacity != 0) {
+		d := spec.Defaults(c.limit())
+		if spec.Params&algorithm.Burst != 0 {
+			c.Burst = d.Burst
 		}
-	case LeakyBucket:
-		if c.Capacity == 0 {
-			c.Capacity = c.Rate
+		if spec.Params&algorithm.Capacity != 0 {
+			c.Capacity = d.Capacity
 		}
 	}
 	if c.Burst < 0 || c.Burst > MaxRate {
@@ -238,16 +250,54 @@ func (c Config) Normalize() (Config, error) {
 	if c.Capacity < 0 || c.Capacity > MaxRate {
 		return c, &ArgumentError{Arg: "capacity", Value: fmt.Sprint(c.Capacity), Reason: fmt.Sprintf("must be 1..%d", MaxRate), Kind: ErrInvalidArgument}
 	}
-	if c.Algorithm == SlidingCounter || c.Algorithm == TokenBucket || c.Algorithm == LeakyBucket {
-		us := c.Interval.Microseconds()
-		if c.Interval > MaxBucketInterval {
-			return c, &ArgumentError{Arg: "interval", Value: c.Interval.String(), Reason: "must be at most 24h for " + string(c.Algorithm), Kind: ErrInvalidArgument}
+	if c.Interval > spec.MaxInterval {
+		return c, &ArgumentError{Arg: "interval", Value: c.Interval.String(), Reason: "must be at most " + shortDuration(spec.MaxInterval) + " for " + spec.Name, Kind: ErrInvalidArgument}
+	}
+	if most := spec.MaxCountTimesInterval; most != 0 {
+		units := c.Interval.Microseconds()
+		if spec.Unit == time.Millisecond {
+			units = c.Interval.Milliseconds()
 		}
-		if big := max(c.Rate, c.Burst, c.Capacity); big > MaxCountTimesInterval/us {
-			return c, &ArgumentError{Arg: "rate", Value: fmt.Sprint(big), Reason: fmt.Sprintf("times the interval in µs must stay below 2^53 for %s (at most %d per %s)", c.Algorithm, MaxCountTimesInterval/us, c.Interval), Kind: ErrInvalidArgument}
+		if big := max(c.Rate, c.Burst, c.Capacity); big > most/units {
+			return c, &ArgumentError{Arg: "rate", Value: fmt.Sprint(big), Reason: fmt.Sprintf("times the interval in %s must stay below %s for %s (at most %d per %s)", spec.UnitName(), power(most), spec.Name, most/units, c.Interval), Kind: ErrInvalidArgument}
 		}
 	}
 	return c, nil
+}
+
+// takers names the algorithms that take parameter p: "token-bucket".
+func takers(p algorithm.Param) string {
+	var names []string
+	for _, s := range algorithm.All() {
+		if s.Params&p != 0 {
+			names = append(names, s.Name)
+		}
+	}
+	if len(names) == 0 {
+		return "no algorithm"
+	}
+	return strings.Join(names, ", ")
+}
+
+// shortDuration prints d without its zero minutes and seconds: "24h",
+// "1h30m", "1ms".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// power prints v as 2^k when it is a power of two, else in decimal.
+func power(v int64) string {
+	if v > 0 && v&(v-1) == 0 {
+		return fmt.Sprintf("2^%d", bits.TrailingZeros64(uint64(v)))
+	}
+	return fmt.Sprint(v)
 }
 
 // SameLimit reports whether c and d describe the same limit (the epoch

@@ -41,3 +41,26 @@ func TestCapsKeepMicrosecondProductsExact(t *testing.T) {
 		t.Errorf("at most %d per day; the docs say 104249", perDay)
 	}
 }
+
+// BenchmarkNormalize: a Redis store normalizes the known config on every
+// call.
+func BenchmarkNormalize(b *testing.B) {
+	for _, c := range []redlimit.Config{redlimit.PerSecond(10), redlimit.TokenBucketConfig(10, time.Second, 0), redlimit.LeakyBucketConfig(10, time.Second, 5)} {
+		n, _ := c.Normalize()
+		b.Run(string(c.Algorithm), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.Normalize(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		c = n
+		b.Run(string(c.Algorithm)+"/normalized", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.Normalize(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

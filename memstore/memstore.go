@@ -34,11 +34,6 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithm"
-	"github.com/redlimit/redlimit/algorithm/fixedwindow"
-	"github.com/redlimit/redlimit/algorithm/leakybucket"
-	"github.com/redlimit/redlimit/algorithm/slidingcounter"
-	"github.com/redlimit/redlimit/algorithm/slidinglog"
-	"github.com/redlimit/redlimit/algorithm/tokenbucket"
 	"github.com/redlimit/redlimit/clock"
 )
 
@@ -108,11 +103,12 @@ func New(opts ...Option) *Store {
 // never written once made, so limiters share it.
 type conf struct {
 	redlimit.Config
-	lim algorithm.Limit // in the rules' unit of time
-	max int64           // Config.MaxPermits
-	// unit is the rules' unit of time in µs: 1000 for the sliding log,
-	// whose entries are per ms, 1 for the others. every is the Interval
-	// in µs.
+	spec *algorithm.Spec // the algorithm's, from the registry
+	lim  algorithm.Limit // in the rules' unit of time
+	max  int64           // Config.MaxPermits
+	// unit is the rules' unit of time in µs (algorithm.Spec.Unit): 1000
+	// for the sliding log, whose entries are per ms, 1 for the others.
+	// every is the Interval in µs.
 	unit, every int64
 }
 
@@ -139,21 +135,6 @@ type log struct {
 	epoch int64
 }
 
-// newState returns a fresh state of algorithm a.
-func newState(a redlimit.Algorithm) algorithm.State {
-	switch a {
-	case redlimit.FixedWindow:
-		return new(fixedwindow.State)
-	case redlimit.SlidingCounter:
-		return new(slidingcounter.State)
-	case redlimit.TokenBucket:
-		return new(tokenbucket.State)
-	case redlimit.LeakyBucket:
-		return new(leakybucket.State)
-	}
-	return new(slidinglog.State)
-}
-
 // nowUS reads the store's time, in µs since the Unix epoch.
 func (s *Store) nowUS() int64 {
 	if s.real {
@@ -162,12 +143,15 @@ func (s *Store) nowUS() int64 {
 	return s.clock.Now().UnixMicro()
 }
 
-// unitOf is the unit of time (in µs) of a state's rules.
+// unitOf is the unit of time (in µs) of a state's rules: that of its
+// algorithm, which a log of an older epoch may not share with the config.
 func unitOf(st algorithm.State) int64 {
-	if _, ok := st.(*slidinglog.State); ok {
-		return 1000
-	}
-	return 1
+	return units(algorithm.Of(st))
+}
+
+// units is spec's unit of time in µs.
+func units(spec *algorithm.Spec) int64 {
+	return int64(spec.Unit / time.Microsecond)
 }
 
 // intern returns c, normalized, as a shared conf. A config equal to the
@@ -183,12 +167,10 @@ func (s *Store) intern(c redlimit.Config) (*conf, error) {
 	if p := s.last.Load(); p != nil && p.Config == n {
 		return p, nil
 	}
-	unit := int64(1)
-	if n.Algorithm == redlimit.SlidingLog {
-		unit = 1000
-	}
+	spec := algorithm.Lookup(string(n.Algorithm)) // known: n is normalized
+	unit := units(spec)
 	every := n.Interval.Microseconds()
-	p := &conf{Config: n, lim: algorithm.Limit{Rate: n.Rate, Interval: every / unit, Burst: n.Burst, Capacity: n.Capacity}, max: n.MaxPermits(), unit: unit, every: every}
+	p := &conf{Config: n, spec: spec, lim: algorithm.Limit{Rate: n.Rate, Interval: every / unit, Burst: n.Burst, Capacity: n.Capacity}, max: n.MaxPermits(), unit: unit, every: every}
 	s.last.Store(p)
 	return p, nil
 }
@@ -354,7 +336,7 @@ func (l *limiter) log(c *conf, client string, now int64) *log {
 		}
 	}
 	if lg.State == nil || lg.epoch != c.Epoch {
-		lg.State, lg.epoch = newState(c.Algorithm), c.Epoch
+		lg.State, lg.epoch = c.spec.New(), c.Epoch
 	}
 	return lg
 }
@@ -438,10 +420,10 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 }
 
 // touches reports whether a SetRate keeping the state brings c's Overall
-// state to the change at once: the buckets, whose state counts time at the
-// config it was last changed under.
+// state to the change at once: the algorithms whose state counts time at
+// the config it was last changed under (algorithm.Spec.Since: the buckets).
 func touches(c *conf) bool {
-	return c.Mode == redlimit.Overall && (c.Algorithm == redlimit.TokenBucket || c.Algorithm == redlimit.LeakyBucket)
+	return c.Mode == redlimit.Overall && c.spec.Since
 }
 
 // Config implements redlimit.Store.
@@ -570,16 +552,14 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 		if out.At = out.Now; d.At != d.Now {
 			out.At = time.UnixMicro(d.At * u)
 		}
-	} else if lb, ok := lg.State.(*leakybucket.State); ok && maxWait != 0 {
+	} else if full := k.c.spec.Full; full != nil && maxWait != 0 {
 		// Full: refused even with no bound on the wait, which only a
-		// call that may wait needs to know (Acquire's ErrQueueFull). A
-		// refusal changes nothing, so a copy asked again answers for the
-		// same state; an unbounded wait's refusal is one already.
+		// call that may wait needs to know (Acquire's ErrQueueFull). An
+		// unbounded wait's refusal is one already.
 		if maxWait < 0 {
 			out.Full = true
 		} else {
-			again := *lb
-			out.Full = !again.Acquire(k.now, k.c.lim, n, algorithm.Unlimited).Granted
+			out.Full = full(lg.State, k.t, k.c.lim, n)
 		}
 	}
 	out.Config = k.c.Config
@@ -622,8 +602,8 @@ func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Co
 	}
 	var got int64
 	lg := k.l.log(k.c, key.Client, k.now)
-	if sl, ok := lg.State.(*slidinglog.State); ok && !upTo.IsZero() {
-		got = sl.ReleaseUpTo(k.t, k.lim, n, max(upTo.UnixMicro(), 0)/k.c.unit)
+	if upToer := k.c.spec.ReleaseUpTo; upToer != nil && !upTo.IsZero() {
+		got = upToer(lg.State, k.t, k.lim, n, max(upTo.UnixMicro(), 0)/k.c.unit)
 	} else {
 		got = lg.Release(k.t, k.lim, n)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/algorithm"
 )
 
 // FuzzConfig: any config is either normalized into one every store can run,
@@ -28,11 +29,15 @@ func FuzzConfig(f *testing.F) {
 		if n.Rate < 1 || n.Rate > redlimit.MaxRate || n.Interval < time.Millisecond || n.MaxPermits() < 1 {
 			t.Fatalf("Normalize(%+v) accepted %+v", c, n)
 		}
-		switch n.Algorithm {
-		case redlimit.SlidingCounter, redlimit.TokenBucket, redlimit.LeakyBucket:
-			if max(n.Rate, n.Burst, n.Capacity) > redlimit.MaxCountTimesInterval/n.Interval.Microseconds() {
-				t.Fatalf("Normalize(%+v) accepted %+v: counts times the interval in µs beyond 2^53", c, n)
-			}
+		spec := algorithm.Lookup(string(n.Algorithm))
+		if spec == nil || n.Interval < spec.MinInterval || n.Interval > spec.MaxInterval {
+			t.Fatalf("Normalize(%+v) accepted %+v: outside its algorithm's bounds", c, n)
+		}
+		if most := spec.MaxCountTimesInterval; most != 0 && max(n.Rate, n.Burst, n.Capacity) > most/int64(n.Interval/spec.Unit) {
+			t.Fatalf("Normalize(%+v) accepted %+v: counts times the interval in %s beyond %d", c, n, spec.UnitName(), most)
+		}
+		if n.Burst != 0 && spec.Params&algorithm.Burst == 0 || n.Capacity != 0 && spec.Params&algorithm.Capacity == 0 {
+			t.Fatalf("Normalize(%+v) accepted %+v: a parameter %s does not take", c, n, spec.Name)
 		}
 		if again, err := n.Normalize(); err != nil || again != n {
 			t.Fatalf("Normalize is not idempotent: %+v -> %+v, %v", n, again, err)

@@ -3,39 +3,32 @@ package algorithm_test
 import (
 	"testing"
 
+	_ "github.com/redlimit/redlimit" // registers the algorithms built in
 	"github.com/redlimit/redlimit/algorithm"
-	"github.com/redlimit/redlimit/algorithm/fixedwindow"
-	"github.com/redlimit/redlimit/algorithm/leakybucket"
-	"github.com/redlimit/redlimit/algorithm/slidingcounter"
-	"github.com/redlimit/redlimit/algorithm/slidinglog"
-	"github.com/redlimit/redlimit/algorithm/tokenbucket"
 )
 
-// FuzzRules drives every algorithm's rules with the operations the fuzzer
-// picks: no panic, and every answer is well formed.
+// FuzzRules drives every registered algorithm's rules with the operations
+// the fuzzer picks: no panic, and every answer is well formed.
 func FuzzRules(f *testing.F) {
 	f.Add(uint8(0), uint8(3), uint16(100), []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add(uint8(3), uint8(1), uint16(1), []byte{255, 0, 128, 7, 7, 7})
 	f.Fuzz(func(t *testing.T, which, rate uint8, interval uint16, ops []byte) {
-		states := []func() algorithm.State{
-			func() algorithm.State { return new(slidinglog.State) },
-			func() algorithm.State { return new(fixedwindow.State) },
-			func() algorithm.State { return new(slidingcounter.State) },
-			func() algorithm.State { return new(tokenbucket.State) },
-			func() algorithm.State { return new(leakybucket.State) },
-		}
-		k := int(which) % len(states)
-		s := states[k]()
+		all := algorithm.All()
+		spec := all[int(which)%len(all)]
+		s := spec.New()
 		lim := algorithm.Limit{Rate: int64(rate%50) + 1, Interval: int64(interval%5000) + 1}
-		most := lim.Rate
-		switch k {
-		case 3:
+		// Each parameter the algorithm takes a little above the rate,
+		// then its defaults.
+		if spec.Params&algorithm.Burst != 0 {
 			lim.Burst = lim.Rate + int64(rate%7)
-			most = lim.Burst
-		case 4:
-			lim.Capacity = lim.Rate + int64(rate%5)
-			most = lim.Capacity
 		}
+		if spec.Params&algorithm.Capacity != 0 {
+			lim.Capacity = lim.Rate + int64(rate%5)
+		}
+		if spec.Defaults != nil {
+			lim = spec.Defaults(lim)
+		}
+		most := spec.Max(lim)
 		now := int64(1_700_000_000_000)
 		var reserved []algorithm.Decision
 		for i := 0; i+1 < len(ops); i += 2 {

@@ -11,6 +11,29 @@
 // sliding log, whose entries group the grants of one millisecond. The rules
 // themselves do not depend on the unit: Interval, Since, waits and instants
 // are all in the same one.
+//
+// # The registry
+//
+// Each algorithm declares once, in its package, a Spec: its names, its
+// State, its unit of time, its parameters and their defaults, its bounds
+// and what a SetRate keeping the state does. The root package redlimit
+// registers the ones built in (Register); Config.Normalize, the stores,
+// the command line's help and the fuzz targets read them (Lookup, All, Of).
+//
+// # Adding an algorithm
+//
+//  1. A package algorithm/<package> whose State implements State (its zero
+//     value a fresh limit), with a doc saying what it promises and what
+//     SetRate does to its state, and a spec.go declaring its Name and Spec.
+//  2. A Lua file redisstore/scripts/<package>.lua answering as the State
+//     does, for the Redis store.
+//  3. One line registering its Spec in the root package's algorithms.go
+//     (the list's order is redlimit.Algorithms').
+//
+// Tests: its rules' tests beside it (its promise as properties over
+// random traces); its rules-level differential test, the package against
+// its Lua file on a real Redis; FuzzRules and the conformance suite
+// (storetest) pick it up from the registry.
 package algorithm
 
 // Limit is a validated configuration in the units the rules use.

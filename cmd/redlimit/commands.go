@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/algorithm"
 )
 
 // command is a subcommand: one row of the command table, defined in the
@@ -54,19 +57,51 @@ func lookup(name string) *command {
 }
 
 // algorithmsHelp lists the algorithms for the help of the commands that set
-// a config.
-const algorithmsHelp = `
+// a config: each one's summary from the registry (package algorithm).
+var algorithmsHelp = func() string {
+	var b strings.Builder
+	b.WriteString("\n\nAlgorithms (--algorithm, default " + string(redlimit.SlidingLog) + "):")
+	for _, s := range algorithm.All() {
+		lines := wrap(s.Summary, 80-19)
+		fmt.Fprintf(&b, "\n  %-15s  %s", s.Name, strings.Join(lines, "\n"+strings.Repeat(" ", 19)))
+	}
+	return b.String()
+}()
 
-Algorithms (--algorithm, default sliding-log):
-  sliding-log      at most rate permits in any window of the interval (exact)
-  fixed-window     at most rate per window of the interval aligned to the clock
-                   (1s, 1m, 1h, 24h: whole seconds, minutes, hours, UTC days);
-                   up to 2 x rate in an interval across a window boundary
-  sliding-counter  the previous window weighed by its overlap: O(1), approximate
-  token-bucket     bursts of up to --burst (default: the rate), rate per
-                   interval in the long run
-  leaky-bucket     grants spaced interval/rate apart; --capacity (default: the
-                   rate) permits may wait in its queue`
+// algorithmsLine is the usage's line of algorithms, with the parameters
+// each takes, wrapped.
+func algorithmsLine() string {
+	var items []string
+	for i, s := range algorithm.All() {
+		item := s.Name
+		if i == 0 {
+			item += " (the default)"
+		}
+		if s.Params != 0 {
+			item += " (--" + strings.ReplaceAll(s.Params.String(), "+", ", --") + ")"
+		}
+		items = append(items, item)
+	}
+	return strings.Join(wrap("Algorithms (--algorithm): "+strings.Join(items, ", ")+".", 79), "\n")
+}
+
+// wrap breaks text into lines of at most width runes, between words.
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(text) {
+		switch {
+		case line == "":
+			line = w
+		case len([]rune(line))+1+len([]rune(w)) <= width:
+			line += " " + w
+		default:
+			lines = append(lines, line)
+			line = w
+		}
+	}
+	return append(lines, line)
+}
 
 const usageHead = `redlimit: distributed rate limiters (in the style of Redisson's RRateLimiter)
 
@@ -86,8 +121,7 @@ The commands that print a result take:
   --json        print one JSON object on stdout instead of text (errors stay
                 text on stderr)
 
-Algorithms (--algorithm): sliding-log (the default), fixed-window,
-sliding-counter, token-bucket (--burst), leaky-bucket (--capacity).
+%s
 Durations are Go durations: 500ms, 1s, 1m, 1h30m; --per second|minute|hour|day
 may replace --interval.
 Exit status: 0 success (acquire: granted), 1 acquire refused, 2 bad usage or error.
@@ -112,7 +146,7 @@ func usage(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "\n%s also take, before or after NAME:", strings.Join(stores, ", "))
-	fmt.Fprint(w, usageTail)
+	fmt.Fprintf(w, usageTail, algorithmsLine())
 }
 
 // commandHelp writes cmd's help: its synopsis, what it does and its flags

@@ -112,9 +112,9 @@
 //	                   (1s, 1m, 1h, 24h: whole seconds, minutes, hours, UTC days);
 //	                   up to 2 x rate in an interval across a window boundary
 //	  sliding-counter  the previous window weighed by its overlap: O(1), approximate
-//	  token-bucket     bursts of up to --burst (default: the rate), rate per
-//	                   interval in the long run
-//	  leaky-bucket     grants spaced interval/rate apart; --capacity (default: the
+//	  token-bucket     bursts of up to burst (default: the rate), rate per interval
+//	                   in the long run
+//	  leaky-bucket     grants spaced interval/rate apart; capacity (default: the
 //	                   rate) permits may wait in its queue
 //
 //	Flags:
@@ -165,9 +165,9 @@
 //	                   (1s, 1m, 1h, 24h: whole seconds, minutes, hours, UTC days);
 //	                   up to 2 x rate in an interval across a window boundary
 //	  sliding-counter  the previous window weighed by its overlap: O(1), approximate
-//	  token-bucket     bursts of up to --burst (default: the rate), rate per
-//	                   interval in the long run
-//	  leaky-bucket     grants spaced interval/rate apart; --capacity (default: the
+//	  token-bucket     bursts of up to burst (default: the rate), rate per interval
+//	                   in the long run
+//	  leaky-bucket     grants spaced interval/rate apart; capacity (default: the
 //	                   rate) permits may wait in its queue
 //
 //	Flags:

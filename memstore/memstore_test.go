@@ -14,7 +14,7 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, clk *clock.Fake) redlimit.Store {
 		return memstore.New(memstore.WithClock(clk))
-	})
+	}, storetest.Full())
 }
 
 // TestExpireTakesOverallState: when a limiter's TTL passes its config and

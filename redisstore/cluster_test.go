@@ -21,7 +21,7 @@ func TestCluster(t *testing.T) {
 	t.Run("Conformance", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T, clk *clock.Fake) redlimit.Store {
 			return newStore(t, rdb, redisstore.WithClock(clk))
-		})
+		}, storetest.Full())
 	})
 	t.Run("RedisTime", func(t *testing.T) {
 		ctx := context.Background()

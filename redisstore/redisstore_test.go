@@ -36,7 +36,7 @@ func TestConformance(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	storetest.Run(t, func(t *testing.T, clk *clock.Fake) redlimit.Store {
 		return newStore(t, rdb, redisstore.WithClock(clk))
-	})
+	}, storetest.Full())
 }
 
 // TestRedisTime runs without an injected clock: time comes from Redis TIME.

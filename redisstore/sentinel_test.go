@@ -16,5 +16,5 @@ func TestSentinel(t *testing.T) {
 	rdb := redistest.StartSentinel(t, 1, 3).Client(t)
 	storetest.Run(t, func(t *testing.T, clk *clock.Fake) redlimit.Store {
 		return newStore(t, rdb, redisstore.WithClock(clk))
-	})
+	}, storetest.Full())
 }

@@ -7,19 +7,6 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
-// timeCases are the conformance cases on how stores count time: SetRate's
-// accounting of the time before a change, and time to the microsecond.
-var timeCases = []struct {
-	name string
-	fn   func(*env)
-}{
-	{"SetRateAccountsThePastAtTheOldRate", testSetRateAccountsThePast},
-	{"MicrosecondTokenBucket", testMicrosecondTokenBucket},
-	{"MicrosecondLeakyBucket", testMicrosecondLeakyBucket},
-	{"MicrosecondWindows", testMicrosecondWindows},
-	{"SlidingLogCountsMilliseconds", testSlidingLogMilliseconds},
-}
-
 // testMicrosecondTokenBucket: 3000 per second, burst 1, asked every 100 µs:
 // a token every 333.3 µs, taken by the next call, 2500 per second as
 // x/time/rate's NewLimiter(3000, 1) grants (a store counting whole ms held
@@ -81,10 +68,10 @@ func testMicrosecondLeakyBucket(e *env) {
 	}
 }
 
-// testMicrosecondWindows: the fixed window and the sliding counter count
-// time to the µs too: a window of 1 ms ends at its last µs, and a refusal
-// says to the µs when the next permit comes.
-func testMicrosecondWindows(e *env) {
+// testMicrosecondFixedWindow: the fixed window counts time to the µs too:
+// a window of 1 ms ends at its last µs, and a refusal says to the µs when
+// the next permit comes.
+func testMicrosecondFixedWindow(e *env) {
 	e.clock.Advance(400 * time.Microsecond) // T0 + 0.4 ms: inside a 1 ms window
 	fw := e.configured("us-fw", redlimit.PerInterval(2, time.Millisecond).WithAlgorithm(redlimit.FixedWindow))
 	e.try(fw, 2)
@@ -99,9 +86,14 @@ func testMicrosecondWindows(e *env) {
 	if r := e.try(fw, 1); !r.Allowed {
 		e.t.Fatalf("fixed window at 1 ms, a new window: %+v", r)
 	}
-	// Sliding counter, 4 per 10 ms, at 1 ms into a window: 4 taken. In the
-	// next window the 4 weigh 4*(10-e)/10; one more fits once that is at
-	// most 3: e >= 2.5 ms, at 12.5 ms.
+}
+
+// testMicrosecondSlidingCounter: the sliding counter counts time to the µs
+// too. 4 per 10 ms, at 1 ms into a window: 4 taken. In the next window the
+// 4 weigh 4*(10-e)/10; one more fits once that is at most 3: e >= 2.5 ms,
+// at 12.5 ms.
+func testMicrosecondSlidingCounter(e *env) {
+	e.clock.Advance(time.Millisecond) // set at T0 + 1 ms, 1 ms into a window
 	sc := e.configured("us-sc", redlimit.PerInterval(4, 10*time.Millisecond).WithAlgorithm(redlimit.SlidingCounter))
 	e.clock.Advance(time.Millisecond - e.clock.Now().Sub(T0)%(10*time.Millisecond))
 	e.try(sc, 4)

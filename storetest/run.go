@@ -1,0 +1,221 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/redlimit/redlimit"
+)
+
+// Capabilities is what a store can do. Run runs every case whose needs the
+// store meets and skips the others, naming what they need (go test -v
+// lists them), so that a store that does less still runs every case that
+// applies to it. A field false is a capability the store lacks; the least
+// any store does (every case needs it) is one algorithm, Overall and
+// PerClient limits, Release, Delete, Expire and self-healing configs, and
+// waits that may poll.
+type Capabilities struct {
+	// Algorithms are the algorithms the store holds; at least one, each
+	// one of redlimit.Algorithms. Cases written for one algorithm run only
+	// when the store holds it, and a case that holds for every algorithm
+	// runs once per algorithm held, each as a subtest named after it.
+	Algorithms []redlimit.Algorithm
+	// Reservations: a caller that must wait reserves its permits in the
+	// store at once, so waiters are served in the order they asked, and a
+	// bound on the wait (WithMaxWait) refuses at once a grant due beyond
+	// it. Without them waiters poll: each sleeps the retry-after it was
+	// told and asks again, in no order.
+	Reservations bool
+	// ExactRetryAfter: a refusal's RetryAfter is exactly the wait until the
+	// permits asked for are free: a millisecond earlier they are still
+	// refused, at it they are granted.
+	ExactRetryAfter bool
+	// MonotonicTime: the calls on one limiter are decided at times that
+	// never decrease (the store's own time, or the latest it has seen),
+	// so callers that read their clocks a moment before another's call
+	// landed, or whose clocks disagree, never admit more than the rate.
+	MonotonicTime bool
+	// ConfigEpochs: a stored config carries an epoch (Config.Epoch, not
+	// zero) that tells one stored config from the next.
+	ConfigEpochs bool
+	// ResetsEveryClient: SetRate with ResetState empties the state of
+	// every client of a PerClient limiter, not only the caller's.
+	ResetsEveryClient bool
+	// DistinctNames: every name has a state of its own, whatever bytes it
+	// holds: no two names ever share a limit.
+	DistinctNames bool
+}
+
+// Full is the capabilities of a store that has every one, with every
+// algorithm of redlimit.Algorithms. memstore and redisstore
+// have them; a capability added to the suite is added here too, so that
+// such stores run its cases without a change.
+func Full() Capabilities {
+	return Capabilities{
+		Algorithms:        slices.Clone(redlimit.Algorithms),
+		Reservations:      true,
+		ExactRetryAfter:   true,
+		MonotonicTime:     true,
+		ConfigEpochs:      true,
+		ResetsEveryClient: true,
+		DistinctNames:     true,
+	}
+}
+
+// holds reports whether the store holds algorithm a.
+func (c Capabilities) holds(a redlimit.Algorithm) bool {
+	return slices.Contains(c.Algorithms, a)
+}
+
+// check reports a declaration Run cannot use.
+func (c Capabilities) check() error {
+	if len(c.Algorithms) == 0 {
+		return fmt.Errorf("storetest: Capabilities.Algorithms is empty; a store holds at least one algorithm")
+	}
+	for _, a := range c.Algorithms {
+		if !slices.Contains(redlimit.Algorithms, a) {
+			return fmt.Errorf("storetest: Capabilities.Algorithms holds %q, not one of %v", a, redlimit.Algorithms)
+		}
+	}
+	return nil
+}
+
+// needs is what a case needs of a store beyond the least every store does.
+type needs struct {
+	// algorithms the case is written for (every one of them); none: the
+	// case runs once per algorithm the store holds (it has each set) or
+	// needs no algorithm in particular.
+	algorithms []redlimit.Algorithm
+	// capabilities the case needs (Capabilities' fields of the same names).
+	reservations, exactRetryAfter, monotonicTime, configEpochs, resetsEveryClient, distinctNames bool
+}
+
+// unmet names what the case needs and the store lacks ("" : nothing).
+func (n needs) unmet(c Capabilities) string {
+	var lacks []string
+	for _, a := range n.algorithms {
+		if !c.holds(a) {
+			lacks = append(lacks, "algorithm "+string(a))
+		}
+	}
+	for _, f := range []struct {
+		need, has bool
+		name      string
+	}{
+		{n.reservations, c.Reservations, "Reservations"},
+		{n.exactRetryAfter, c.ExactRetryAfter, "ExactRetryAfter"},
+		{n.monotonicTime, c.MonotonicTime, "MonotonicTime"},
+		{n.configEpochs, c.ConfigEpochs, "ConfigEpochs"},
+		{n.resetsEveryClient, c.ResetsEveryClient, "ResetsEveryClient"},
+		{n.distinctNames, c.DistinctNames, "DistinctNames"},
+	} {
+		if f.need && !f.has {
+			lacks = append(lacks, f.name)
+		}
+	}
+	if len(lacks) == 0 {
+		return ""
+	}
+	return "needs " + strings.Join(lacks, " and ") + ", which the store lacks"
+}
+
+// testCase is one case of the suite: fn runs it once, each runs it once
+// per algorithm the store holds (one of them is set).
+type testCase struct {
+	name  string
+	needs needs
+	fn    func(*env)
+	each  func(*env, redlimit.Algorithm)
+}
+
+// onLog is the needs of most cases: the default algorithm, and more.
+func onLog(more needs) needs {
+	more.algorithms = append(more.algorithms, redlimit.SlidingLog)
+	return more
+}
+
+// need returns the needs of a case written for algs.
+func need(algs ...redlimit.Algorithm) needs { return needs{algorithms: algs} }
+
+// cases is the suite, in the order Run runs it.
+var cases = []testCase{
+	// The API on the default algorithm (storetest.go).
+	{name: "TrySetRate", needs: onLog(needs{}), fn: testTrySetRate},
+	{name: "ConfigEpoch", needs: onLog(needs{configEpochs: true}), fn: testConfigEpoch},
+	{name: "SlidingWindow", needs: onLog(needs{exactRetryAfter: true}), fn: testSlidingWindow},
+	{name: "Seed002Scenario", needs: onLog(needs{}), fn: testSeed002},
+	{name: "SetRateKeepsGrants", needs: onLog(needs{exactRetryAfter: true}), fn: testSetRateKeepsGrants},
+	{name: "SetRateReset", needs: onLog(needs{}), fn: testSetRateReset},
+	{name: "SetRateResetEveryClient", needs: onLog(needs{resetsEveryClient: true}), fn: testSetRateResetEveryClient},
+	{name: "Modes", needs: onLog(needs{}), fn: testModes},
+	{name: "Release", needs: onLog(needs{}), fn: testRelease},
+	{name: "SelfHealingConfig", needs: onLog(needs{}), fn: testSelfHealing},
+	{name: "DeleteExpire", needs: onLog(needs{}), fn: testDeleteExpire},
+	{name: "BadInput", needs: onLog(needs{}), fn: testBadInput},
+	{name: "WaitersFIFO", needs: onLog(needs{reservations: true}), fn: testWaitersFIFO},
+	{name: "CancelledWaiterHandsBack", needs: onLog(needs{}), fn: testCancelledWaiter},
+	{name: "TryAcquireWait", needs: onLog(needs{exactRetryAfter: true}), fn: testTryAcquireWait},
+	{name: "ClockNeverRunsBackwards", needs: onLog(needs{}), fn: testClockBackwards},
+	{name: "NamesStayApart", needs: onLog(needs{distinctNames: true}), fn: testNamesApart},
+	{name: "ConcurrentClients", needs: onLog(needs{monotonicTime: true}), fn: testConcurrentClients},
+
+	// Waiters giving up (cancel.go).
+	{name: "CancelStorm", each: testCancelStorm},
+	{name: "CancelStormLarge", needs: need(redlimit.TokenBucket), fn: testCancelStormLarge},
+	{name: "MaxWaitBoundsQueue", needs: needs{algorithms: []redlimit.Algorithm{redlimit.TokenBucket}, reservations: true}, fn: testMaxWaitBoundsQueue},
+
+	// Every algorithm (algorithm.go).
+	{name: "EveryAlgorithm", needs: needs{exactRetryAfter: true}, each: testEveryAlgorithm},
+	{name: "WaitersInOrder", needs: needs{reservations: true}, each: testWaitersInOrder},
+	{name: "ForeignParameters", each: testForeignParameters},
+	{name: "AlgorithmChange", needs: need(redlimit.SlidingLog, redlimit.TokenBucket), fn: testAlgorithmChange},
+
+	// Time (time.go).
+	{name: "SetRateAccountsThePastAtTheOldRate", needs: need(redlimit.TokenBucket), fn: testSetRateAccountsThePast},
+	{name: "MicrosecondTokenBucket", needs: need(redlimit.TokenBucket), fn: testMicrosecondTokenBucket},
+	{name: "MicrosecondLeakyBucket", needs: need(redlimit.LeakyBucket), fn: testMicrosecondLeakyBucket},
+	{name: "MicrosecondFixedWindow", needs: need(redlimit.FixedWindow), fn: testMicrosecondFixedWindow},
+	{name: "MicrosecondSlidingCounter", needs: need(redlimit.SlidingCounter), fn: testMicrosecondSlidingCounter},
+	{name: "SlidingLogCountsMilliseconds", needs: onLog(needs{exactRetryAfter: true}), fn: testSlidingLogMilliseconds},
+
+	// The Limiter's contract with its callers (contract.go).
+	{name: "AcquireRefusesPastDeadline", each: testAcquirePastDeadline},
+	{name: "AcquireQueueFull", each: testAcquireQueueFull},
+	{name: "ReleaseOnlyOwn", each: testReleaseOnlyOwn},
+	{name: "ReleaseKeepsOthersGrants", needs: onLog(needs{}), fn: testReleaseKeepsOthersGrants},
+	{name: "ConfigDrift", each: testConfigDrift},
+	{name: "ConfigOverride", each: testConfigOverride},
+}
+
+// Run runs the suite against stores made by f: every case whose needs caps
+// meets, each on a fresh store; the others are skipped, naming what they
+// need. A case that holds for every algorithm is a subtest per algorithm
+// of redlimit.Algorithms (Case/algorithm), skipped for those the store
+// lacks, so that one algorithm's failure hides no other's.
+func Run(t *testing.T, f Factory, caps Capabilities) {
+	t.Helper()
+	if err := caps.check(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if why := tc.needs.unmet(caps); why != "" {
+				t.Skip(why)
+			}
+			if tc.each == nil {
+				tc.fn(newEnv(t, f))
+				return
+			}
+			for _, a := range redlimit.Algorithms {
+				t.Run(string(a), func(t *testing.T) {
+					if !caps.holds(a) {
+						t.Skipf("needs algorithm %s, which the store lacks", a)
+					}
+					tc.each(newEnv(t, f), a)
+				})
+			}
+		})
+	}
+}

@@ -8,28 +8,92 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
-// algorithmCase is the config of algorithm a the per-algorithm cases use
-// (3 permits, or 1 a second with room for 3) and how many single permits
-// it grants at once from fresh.
-func (e *env) algorithmCase(a redlimit.Algorithm) (cfg redlimit.Config, burst int) {
-	e.t.Helper()
-	switch a {
-	case redlimit.SlidingLog, redlimit.FixedWindow, redlimit.SlidingCounter:
-		return redlimit.PerInterval(3, 10*time.Second).WithAlgorithm(a), 3
-	case redlimit.TokenBucket:
-		return redlimit.TokenBucketConfig(1, time.Second, 3), 3
-	case redlimit.LeakyBucket:
-		return redlimit.LeakyBucketConfig(1, time.Second, 3), 1 // no bursts: one at a time
+// algorithmCase is what the cases that hold for every algorithm need to
+// know of one: an algorithm added to redlimit.Algorithms gets one in
+// algorithmCases (TestEveryAlgorithmHasACase says so).
+type algorithmCase struct {
+	// limit is rate permits per interval with room for room at once where
+	// the algorithm has a parameter for it (a token bucket's burst, a
+	// leaky bucket's capacity); the windows take rate at once.
+	limit func(rate int64, interval time.Duration, room int64) redlimit.Config
+	// every is the config of EveryAlgorithm and WaitersInOrder (3 permits,
+	// or 1 a second with room for 3); burst is how many single permits it
+	// grants at once from fresh.
+	every redlimit.Config
+	burst int
+	// queues: waiters take room (a leaky bucket's capacity is its queue).
+	queues bool
+	// foreign are configs that carry another algorithm's parameters, or
+	// bounds this one cannot keep: each is ErrInvalidArgument.
+	foreign []redlimit.Config
+}
+
+// windowLimit is limit for the algorithms without a room parameter.
+func windowLimit(a redlimit.Algorithm) func(int64, time.Duration, int64) redlimit.Config {
+	return func(rate int64, interval time.Duration, _ int64) redlimit.Config {
+		return redlimit.PerInterval(rate, interval).WithAlgorithm(a)
 	}
-	e.t.Fatalf("storetest has no config for algorithm %q: add one to algorithmCase", a)
-	return redlimit.Config{}, 0
+}
+
+var algorithmCases = map[redlimit.Algorithm]algorithmCase{
+	redlimit.SlidingLog: {
+		limit: windowLimit(redlimit.SlidingLog),
+		every: redlimit.PerInterval(3, 10*time.Second), burst: 3,
+		foreign: []redlimit.Config{
+			{Rate: 1, Interval: time.Second, Burst: 5},
+			{Algorithm: redlimit.SlidingLog, Rate: 1, Interval: time.Second, Capacity: 5},
+		},
+	},
+	redlimit.FixedWindow: {
+		limit: windowLimit(redlimit.FixedWindow),
+		every: redlimit.PerInterval(3, 10*time.Second).WithAlgorithm(redlimit.FixedWindow), burst: 3,
+		foreign: []redlimit.Config{
+			{Algorithm: redlimit.FixedWindow, Rate: 1, Interval: time.Second, Burst: 5},
+			{Algorithm: redlimit.FixedWindow, Rate: 1, Interval: time.Second, Capacity: 5},
+		},
+	},
+	redlimit.SlidingCounter: {
+		limit: windowLimit(redlimit.SlidingCounter),
+		every: redlimit.PerInterval(3, 10*time.Second).WithAlgorithm(redlimit.SlidingCounter), burst: 3,
+		foreign: []redlimit.Config{
+			{Algorithm: redlimit.SlidingCounter, Rate: 1 << 40, Interval: 24 * time.Hour},
+		},
+	},
+	redlimit.TokenBucket: {
+		limit: redlimit.TokenBucketConfig,
+		every: redlimit.TokenBucketConfig(1, time.Second, 3), burst: 3,
+		foreign: []redlimit.Config{
+			{Algorithm: redlimit.TokenBucket, Rate: 1, Interval: time.Second, Capacity: 5},
+			{Algorithm: redlimit.TokenBucket, Rate: 1, Interval: time.Second, Burst: -1},
+			{Algorithm: redlimit.TokenBucket, Rate: 1, Interval: 48 * time.Hour},
+		},
+	},
+	redlimit.LeakyBucket: {
+		limit: redlimit.LeakyBucketConfig,
+		every: redlimit.LeakyBucketConfig(1, time.Second, 3), burst: 1, // no bursts: one at a time
+		queues: true,
+		foreign: []redlimit.Config{
+			{Algorithm: redlimit.LeakyBucket, Rate: 1, Interval: time.Second, Burst: 5},
+		},
+	},
+}
+
+// algorithmCase returns algorithm a's case.
+func (e *env) algorithmCase(a redlimit.Algorithm) algorithmCase {
+	e.t.Helper()
+	ac, ok := algorithmCases[a]
+	if !ok {
+		e.t.Fatalf("storetest has no case for algorithm %q: add one to algorithmCases", a)
+	}
+	return ac
 }
 
 // testEveryAlgorithm: the whole API works the same way under every
 // algorithm: config round trip, grants, exact retry-after, typed errors and
 // per-client limits (waiting: testWaitersInOrder).
 func testEveryAlgorithm(e *env, a redlimit.Algorithm) {
-	cfg, burst := e.algorithmCase(a)
+	ac := e.algorithmCase(a)
+	cfg, burst := ac.every, ac.burst
 	name := "alg-" + string(a)
 	l := e.limiter(name)
 	if set, err := l.TrySetRate(e.ctx, cfg); !set || err != nil {
@@ -85,7 +149,7 @@ func testEveryAlgorithm(e *env, a redlimit.Algorithm) {
 // testWaitersInOrder: under every algorithm, waiters on a drained limiter
 // are served in arrival order, and one that gives up hands back its turn.
 func testWaitersInOrder(e *env, a redlimit.Algorithm) {
-	cfg, _ := e.algorithmCase(a)
+	cfg := e.algorithmCase(a).every
 	name := "alg-" + string(a)
 	l := e.configured(name, cfg)
 	for e.try(l, 1).Allowed {
@@ -126,40 +190,12 @@ func testWaitersInOrder(e *env, a redlimit.Algorithm) {
 	}
 }
 
-// foreignParameters are, per algorithm, configs that carry another
-// algorithm's parameters or bounds this one cannot keep.
-var foreignParameters = map[redlimit.Algorithm][]redlimit.Config{
-	redlimit.SlidingLog: {
-		{Rate: 1, Interval: time.Second, Burst: 5},
-		{Algorithm: redlimit.SlidingLog, Rate: 1, Interval: time.Second, Capacity: 5},
-	},
-	redlimit.FixedWindow: {
-		{Algorithm: redlimit.FixedWindow, Rate: 1, Interval: time.Second, Burst: 5},
-		{Algorithm: redlimit.FixedWindow, Rate: 1, Interval: time.Second, Capacity: 5},
-	},
-	redlimit.SlidingCounter: {
-		{Algorithm: redlimit.SlidingCounter, Rate: 1 << 40, Interval: 24 * time.Hour},
-	},
-	redlimit.TokenBucket: {
-		{Algorithm: redlimit.TokenBucket, Rate: 1, Interval: time.Second, Capacity: 5},
-		{Algorithm: redlimit.TokenBucket, Rate: 1, Interval: time.Second, Burst: -1},
-		{Algorithm: redlimit.TokenBucket, Rate: 1, Interval: 48 * time.Hour},
-	},
-	redlimit.LeakyBucket: {
-		{Algorithm: redlimit.LeakyBucket, Rate: 1, Interval: time.Second, Burst: 5},
-	},
-}
-
 // testForeignParameters: parameters of another algorithm, and bounds the
 // algorithm cannot keep, are typed errors, not ignored (an algorithm's
 // name misspelt: testBadInput).
 func testForeignParameters(e *env, a redlimit.Algorithm) {
-	bad, ok := foreignParameters[a]
-	if !ok {
-		e.t.Fatalf("storetest lists no foreign parameters for algorithm %q: add them to foreignParameters", a)
-	}
 	l := e.limiter("alg-bad")
-	for _, c := range bad {
+	for _, c := range e.algorithmCase(a).foreign {
 		if err := l.SetRate(e.ctx, c); !errors.Is(err, redlimit.ErrInvalidArgument) {
 			e.t.Errorf("SetRate(%+v) = %v; want ErrInvalidArgument", c, err)
 		}

@@ -11,22 +11,6 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
-// cancelConfig is algorithm a at 10 permits per second, with room for
-// waiters queued (the leaky bucket's capacity).
-func (e *env) cancelConfig(a redlimit.Algorithm, waiters int) redlimit.Config {
-	e.t.Helper()
-	switch a {
-	case redlimit.SlidingLog, redlimit.FixedWindow, redlimit.SlidingCounter:
-		return redlimit.PerSecond(10).WithAlgorithm(a)
-	case redlimit.TokenBucket:
-		return redlimit.TokenBucketConfig(10, time.Second, 10)
-	case redlimit.LeakyBucket:
-		return redlimit.LeakyBucketConfig(10, time.Second, int64(waiters)+10)
-	}
-	e.t.Fatalf("storetest has no config for algorithm %q: add one to cancelConfig", a)
-	return redlimit.Config{}
-}
-
 // cancelOrders are the orders in which a queue's waiters give up.
 var cancelOrders = []string{"in order", "reversed", "random"}
 
@@ -40,7 +24,13 @@ var cancelOrders = []string{"in order", "reversed", "random"}
 // from each.
 func testCancelStorm(e *env, a redlimit.Algorithm) {
 	const waiters = 300
-	cfg := e.cancelConfig(a, waiters)
+	// 10 permits per second, with room for the waiters where they take it.
+	ac := e.algorithmCase(a)
+	room := int64(10)
+	if ac.queues {
+		room += waiters
+	}
+	cfg := ac.limit(10, time.Second, room)
 	rng := rand.New(rand.NewPCG(3, 4))
 	// Off a second's start: a sliding counter drained as its window opens
 	// weighs all of it a second later and grants nothing then.

@@ -29,17 +29,7 @@ import (
 // the hour ends), far beyond any deadline the cases set.
 func (e *env) contractConfig(a redlimit.Algorithm) redlimit.Config {
 	e.t.Helper()
-	c := redlimit.PerInterval(2, time.Hour).WithAlgorithm(a)
-	switch a {
-	case redlimit.SlidingLog, redlimit.FixedWindow, redlimit.SlidingCounter:
-	case redlimit.TokenBucket:
-		c.Burst = 2
-	case redlimit.LeakyBucket:
-		c.Capacity = 2
-	default:
-		e.t.Fatalf("storetest has no config for algorithm %q: add one to contractConfig", a)
-	}
-	return c
+	return e.algorithmCase(a).limit(2, time.Hour, 2)
 }
 
 // contractDeadline is the deadline of the cases' bounded calls: real time
@@ -228,13 +218,7 @@ func testReleaseKeepsOthersGrants(e *env) {
 // restart (a new Limiter), releases nothing, so nobody takes more than the
 // rate in an interval; a grant older than its hold span is no longer held.
 func testReleaseOnlyOwn(e *env, alg redlimit.Algorithm) {
-	cfg := redlimit.PerInterval(10, time.Minute).WithAlgorithm(alg)
-	switch cfg.Algorithm {
-	case redlimit.TokenBucket:
-		cfg.Burst = 10
-	case redlimit.LeakyBucket:
-		cfg.Capacity = 10
-	}
+	cfg := e.algorithmCase(alg).limit(10, time.Minute, 10)
 	a := e.configured("release-own", cfg)
 	old := e.limiter("release-own")
 	if r := e.try(old, 5); !r.Allowed {

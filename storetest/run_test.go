@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redlimit/redlimit"
 )
@@ -97,5 +98,26 @@ func TestCapabilitiesCheck(t *testing.T) {
 	}
 	if err := Full().check(); err != nil {
 		t.Errorf("check(Full()) = %v", err)
+	}
+}
+
+// TestEveryAlgorithmHasACase: the per-algorithm cases know every
+// algorithm of redlimit.Algorithms, and each config they make is valid and
+// of that algorithm.
+func TestEveryAlgorithmHasACase(t *testing.T) {
+	for _, a := range redlimit.Algorithms {
+		ac, ok := algorithmCases[a]
+		if !ok {
+			t.Errorf("no algorithmCases entry for %s", a)
+			continue
+		}
+		for _, c := range []redlimit.Config{ac.every, ac.limit(2, time.Hour, 2), ac.limit(10, time.Second, 310)} {
+			if n, err := c.Normalize(); err != nil || n.Algorithm != a {
+				t.Errorf("%s: config %+v: %v, algorithm %s", a, c, err, n.Algorithm)
+			}
+		}
+		if ac.burst < 1 || len(ac.foreign) == 0 {
+			t.Errorf("%s: burst %d, %d foreign configs; want at least 1 of each", a, ac.burst, len(ac.foreign))
+		}
 	}
 }

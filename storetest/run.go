@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -82,37 +83,25 @@ func (c Capabilities) check() error {
 	return nil
 }
 
-// needs is what a case needs of a store beyond the least every store does.
-type needs struct {
-	// algorithms the case is written for (every one of them); none: the
-	// case runs once per algorithm the store holds (it has each set) or
-	// needs no algorithm in particular.
-	algorithms []redlimit.Algorithm
-	// capabilities the case needs (Capabilities' fields of the same names).
-	reservations, exactRetryAfter, monotonicTime, configEpochs, resetsEveryClient, distinctNames bool
-}
+// needs is what a case needs of a store beyond the least every store
+// does, in Capabilities' terms: Algorithms are those the case is written
+// for (every one of them; none: it runs once per algorithm the store holds,
+// or needs none in particular), each field true a capability it needs.
+type needs = Capabilities
 
-// unmet names what the case needs and the store lacks ("" : nothing).
-func (n needs) unmet(c Capabilities) string {
+// unmet names what a case that needs n lacks in a store that has c ("" :
+// nothing).
+func unmet(n, c Capabilities) string {
 	var lacks []string
-	for _, a := range n.algorithms {
+	for _, a := range n.Algorithms {
 		if !c.holds(a) {
 			lacks = append(lacks, "algorithm "+string(a))
 		}
 	}
-	for _, f := range []struct {
-		need, has bool
-		name      string
-	}{
-		{n.reservations, c.Reservations, "Reservations"},
-		{n.exactRetryAfter, c.ExactRetryAfter, "ExactRetryAfter"},
-		{n.monotonicTime, c.MonotonicTime, "MonotonicTime"},
-		{n.configEpochs, c.ConfigEpochs, "ConfigEpochs"},
-		{n.resetsEveryClient, c.ResetsEveryClient, "ResetsEveryClient"},
-		{n.distinctNames, c.DistinctNames, "DistinctNames"},
-	} {
-		if f.need && !f.has {
-			lacks = append(lacks, f.name)
+	need, has := reflect.ValueOf(n), reflect.ValueOf(c)
+	for i := range need.NumField() {
+		if f := need.Type().Field(i); f.Type.Kind() == reflect.Bool && need.Field(i).Bool() && !has.Field(i).Bool() {
+			lacks = append(lacks, f.Name)
 		}
 	}
 	if len(lacks) == 0 {
@@ -130,45 +119,46 @@ type testCase struct {
 	each  func(*env, redlimit.Algorithm)
 }
 
-// onLog is the needs of most cases: the default algorithm, and more.
+// onLog returns more with the sliding log added: most cases are written
+// for it, the default algorithm.
 func onLog(more needs) needs {
-	more.algorithms = append(more.algorithms, redlimit.SlidingLog)
+	more.Algorithms = append(more.Algorithms, redlimit.SlidingLog)
 	return more
 }
 
 // need returns the needs of a case written for algs.
-func need(algs ...redlimit.Algorithm) needs { return needs{algorithms: algs} }
+func need(algs ...redlimit.Algorithm) needs { return needs{Algorithms: algs} }
 
 // cases is the suite, in the order Run runs it.
 var cases = []testCase{
 	// The API on the default algorithm (storetest.go).
 	{name: "TrySetRate", needs: onLog(needs{}), fn: testTrySetRate},
-	{name: "ConfigEpoch", needs: onLog(needs{configEpochs: true}), fn: testConfigEpoch},
-	{name: "SlidingWindow", needs: onLog(needs{exactRetryAfter: true}), fn: testSlidingWindow},
+	{name: "ConfigEpoch", needs: onLog(needs{ConfigEpochs: true}), fn: testConfigEpoch},
+	{name: "SlidingWindow", needs: onLog(needs{ExactRetryAfter: true}), fn: testSlidingWindow},
 	{name: "Seed002Scenario", needs: onLog(needs{}), fn: testSeed002},
-	{name: "SetRateKeepsGrants", needs: onLog(needs{exactRetryAfter: true}), fn: testSetRateKeepsGrants},
+	{name: "SetRateKeepsGrants", needs: onLog(needs{ExactRetryAfter: true}), fn: testSetRateKeepsGrants},
 	{name: "SetRateReset", needs: onLog(needs{}), fn: testSetRateReset},
-	{name: "SetRateResetEveryClient", needs: onLog(needs{resetsEveryClient: true}), fn: testSetRateResetEveryClient},
+	{name: "SetRateResetEveryClient", needs: onLog(needs{ResetsEveryClient: true}), fn: testSetRateResetEveryClient},
 	{name: "Modes", needs: onLog(needs{}), fn: testModes},
 	{name: "Release", needs: onLog(needs{}), fn: testRelease},
 	{name: "SelfHealingConfig", needs: onLog(needs{}), fn: testSelfHealing},
 	{name: "DeleteExpire", needs: onLog(needs{}), fn: testDeleteExpire},
 	{name: "BadInput", needs: onLog(needs{}), fn: testBadInput},
-	{name: "WaitersFIFO", needs: onLog(needs{reservations: true}), fn: testWaitersFIFO},
+	{name: "WaitersFIFO", needs: onLog(needs{Reservations: true}), fn: testWaitersFIFO},
 	{name: "CancelledWaiterHandsBack", needs: onLog(needs{}), fn: testCancelledWaiter},
-	{name: "TryAcquireWait", needs: onLog(needs{exactRetryAfter: true}), fn: testTryAcquireWait},
+	{name: "TryAcquireWait", needs: onLog(needs{ExactRetryAfter: true}), fn: testTryAcquireWait},
 	{name: "ClockNeverRunsBackwards", needs: onLog(needs{}), fn: testClockBackwards},
-	{name: "NamesStayApart", needs: onLog(needs{distinctNames: true}), fn: testNamesApart},
-	{name: "ConcurrentClients", needs: onLog(needs{monotonicTime: true}), fn: testConcurrentClients},
+	{name: "NamesStayApart", needs: onLog(needs{DistinctNames: true}), fn: testNamesApart},
+	{name: "ConcurrentClients", needs: onLog(needs{MonotonicTime: true}), fn: testConcurrentClients},
 
 	// Waiters giving up (cancel.go).
 	{name: "CancelStorm", each: testCancelStorm},
 	{name: "CancelStormLarge", needs: need(redlimit.TokenBucket), fn: testCancelStormLarge},
-	{name: "MaxWaitBoundsQueue", needs: needs{algorithms: []redlimit.Algorithm{redlimit.TokenBucket}, reservations: true}, fn: testMaxWaitBoundsQueue},
+	{name: "MaxWaitBoundsQueue", needs: needs{Algorithms: []redlimit.Algorithm{redlimit.TokenBucket}, Reservations: true}, fn: testMaxWaitBoundsQueue},
 
 	// Every algorithm (algorithm.go).
-	{name: "EveryAlgorithm", needs: needs{exactRetryAfter: true}, each: testEveryAlgorithm},
-	{name: "WaitersInOrder", needs: needs{reservations: true}, each: testWaitersInOrder},
+	{name: "EveryAlgorithm", needs: needs{ExactRetryAfter: true}, each: testEveryAlgorithm},
+	{name: "WaitersInOrder", needs: needs{Reservations: true}, each: testWaitersInOrder},
 	{name: "ForeignParameters", each: testForeignParameters},
 	{name: "AlgorithmChange", needs: need(redlimit.SlidingLog, redlimit.TokenBucket), fn: testAlgorithmChange},
 
@@ -178,7 +168,7 @@ var cases = []testCase{
 	{name: "MicrosecondLeakyBucket", needs: need(redlimit.LeakyBucket), fn: testMicrosecondLeakyBucket},
 	{name: "MicrosecondFixedWindow", needs: need(redlimit.FixedWindow), fn: testMicrosecondFixedWindow},
 	{name: "MicrosecondSlidingCounter", needs: need(redlimit.SlidingCounter), fn: testMicrosecondSlidingCounter},
-	{name: "SlidingLogCountsMilliseconds", needs: onLog(needs{exactRetryAfter: true}), fn: testSlidingLogMilliseconds},
+	{name: "SlidingLogCountsMilliseconds", needs: onLog(needs{ExactRetryAfter: true}), fn: testSlidingLogMilliseconds},
 
 	// The Limiter's contract with its callers (contract.go).
 	{name: "AcquireRefusesPastDeadline", each: testAcquirePastDeadline},
@@ -201,7 +191,7 @@ func Run(t *testing.T, f Factory, caps Capabilities) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if why := tc.needs.unmet(caps); why != "" {
+			if why := unmet(tc.needs, caps); why != "" {
 				t.Skip(why)
 			}
 			if tc.each == nil {

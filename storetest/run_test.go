@@ -40,7 +40,7 @@ func TestFullHasEveryCapability(t *testing.T) {
 		t.Errorf("Full().Algorithms = %v; want %v", full.Algorithms, redlimit.Algorithms)
 	}
 	for _, c := range cases {
-		if why := c.needs.unmet(full); why != "" {
+		if why := unmet(c.needs, full); why != "" {
 			t.Errorf("case %q is skipped under Full(): %s", c.name, why)
 		}
 	}
@@ -61,7 +61,7 @@ func TestEachCapabilitySkipsItsCases(t *testing.T) {
 		reflect.ValueOf(&caps).Elem().Field(i).SetBool(false)
 		skipped := 0
 		for _, c := range cases {
-			why := c.needs.unmet(caps)
+			why := unmet(c.needs, caps)
 			if why == "" {
 				continue
 			}
@@ -78,8 +78,8 @@ func TestEachCapabilitySkipsItsCases(t *testing.T) {
 	caps.Algorithms = []redlimit.Algorithm{redlimit.SlidingLog, redlimit.FixedWindow, redlimit.SlidingCounter, redlimit.LeakyBucket}
 	for _, name := range []string{"CancelStormLarge", "MaxWaitBoundsQueue", "AlgorithmChange", "MicrosecondTokenBucket"} {
 		for _, c := range cases {
-			if c.name == name && !strings.Contains(c.needs.unmet(caps), "algorithm token-bucket") {
-				t.Errorf("a store without token-bucket runs %s (%q)", name, c.needs.unmet(caps))
+			if c.name == name && !strings.Contains(unmet(c.needs, caps), "algorithm token-bucket") {
+				t.Errorf("a store without token-bucket runs %s (%q)", name, unmet(c.needs, caps))
 			}
 		}
 	}

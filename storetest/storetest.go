@@ -1,5 +1,14 @@
 // Package storetest is the conformance suite every redlimit.Store passes: one
-// set of behaviours, run against the memory store and against real Redis.
+// set of behaviours, run against the memory store, real Redis and Redisson's
+// layout. A store declares what it can do (Capabilities; Full for all of
+// it) and Run runs every case that applies, each algorithm-dependent case
+// as a subtest per algorithm:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T, clk *clock.Fake) redlimit.Store {
+//			return mystore.New(mystore.WithClock(clk))
+//		}, storetest.Full())
+//	}
 package storetest
 
 import (

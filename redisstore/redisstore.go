@@ -38,7 +38,6 @@ package redisstore
 import (
 	"context"
 	"crypto/sha1"
-	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -56,23 +55,22 @@ import (
 )
 
 var (
-	//go:embed scripts/limiter.lua
-	limiterLua    string
+	// limiterLua is the limiter library: its files (limiterFiles) joined
+	// into the one chunk that one FCALL or EVAL runs.
+	limiterLua    = joinScripts(limiterFiles()...)
 	limiterScript = redis.NewScript(limiterLua + "\nreturn main(KEYS, ARGV)\n")
-	// limiterFunction names the library and the function limiter.lua is
+	// limiterFunction names the library and the function limiterLua is
 	// loaded as on Redis 7+ (FUNCTION LOAD): its definitions are made once
-	// there, not on every run. The name carries the file's hash, so that
+	// there, not on every run. The name carries the library's hash, so that
 	// versions of redlimit sharing one Redis each call their own.
 	limiterFunction = fmt.Sprintf("redlimit_%x", sha1.Sum([]byte(limiterLua)))[:21]
 	limiterLibrary  = "#!lua name=" + limiterFunction + "\n" + limiterLua +
 		"\nredis.register_function('" + limiterFunction + "', main)\n"
 
-	//go:embed scripts/config.lua
-	configLua    string
+	configLua    = mustRead("config.lua")
 	configScript = redis.NewScript(configLua)
 
-	//go:embed scripts/setconfig.lua
-	setConfigLua    string
+	setConfigLua    = mustRead("setconfig.lua")
 	setConfigScript = redis.NewScript(setConfigLua)
 )
 

@@ -1,0 +1,117 @@
+-- prelude.lua: what every algorithm's file uses. The files of the limiter
+-- library are joined in this order (redisstore's limiterFiles): prelude,
+-- windows, deficit, one file per algorithm (named as its Go package in
+-- algorithm/), then limiter (the batch loop). Each algorithm file
+-- registers its rules in the table algorithms, by the algorithm's name;
+-- the batch loop dispatches through it.
+--
+-- Time is in microseconds since the Unix epoch (Redis TIME has them), so
+-- the fixed window, the sliding counter and the buckets keep to their
+-- spacing for rates up to 10^6 per second. The sliding log counts
+-- milliseconds inside (its list has an entry per ms): its instants, waits
+-- and retry-afters are whole ms, still sent and answered in µs. Every value
+-- stays below 2^53, exact as a Lua number (redlimit.MaxCountTimesInterval).
+--
+-- The limiter being served is a context table, c, made once per limiter
+-- per run and passed to every function explicitly; nothing of one limiter
+-- outlives its turn. Its fields:
+--   now          the call's instant, in the limiter's unit (never back)
+--   unit         the unit in µs: 1000 (sliding log) or 1
+--   rate, interval (in the unit), burst, capacity, since (field t: when
+--                the stored config took effect, in µs; 0: unknown)
+--   S            the state, fields named as in the Go State of algorithm/<name>
+--   forgotten    the state is past its expiry at now: it counts as empty
+--   dirty        the state changed: write it after the limiter's calls
+--   out          the run's reply, which reply appends to
+-- An algorithm may keep more of its own in c (the sliding log its list's
+-- tail and head, read once per limiter).
+--
+-- A state is stored as one string: "last expiry" (instants after the first
+-- are offsets from it) then the algorithm's fields (its encode and decode).
+-- The states in µs start with the mark "u": one without it was written in
+-- ms by an older redlimit and is gone, as a state of another epoch. A
+-- client's state starts with the epoch of its config; one of another epoch
+-- is gone (a reset).
+
+-- Library functions, taken on the first run: a function library's loading
+-- sees no globals but redis.
+local floor, fmt
+local function str(x) return fmt('%d', x) end
+local function later(a, b) if a > b then return a end return b end
+local function ceildiv(a, b) return floor((a + b - 1) / b) end
+
+-- algorithms maps an algorithm's name to its rules, each file adding its
+-- own: {unit, most (the config field bounding one request: 'rate', 'burst'
+-- or 'capacity'), list (it keeps a Redis list beside its state), decode(v,
+-- k) (the state from the numbers v[1..k]: last, expiry offset, then its
+-- own; nil when unreadable), encode(c, S) (its own fields, as text after
+-- "last expiry"), acquire(c, S, n, maxWait), cancel(c, S, n, at),
+-- release(c, S, n, upTo), available(c, S), finish(c) (optional: before the
+-- state is written)}. maxWait, at and upTo come in the limiter's unit.
+local algorithms = {}
+
+-- by_expiry caps a grant instant at the state's expiry, after which it is
+-- empty and anything fits (algorithm.ByExpiry).
+local function by_expiry(at, now, expiry)
+  if expiry > now and at > expiry then return expiry end
+  return at
+end
+
+-- save ends every change: the state's expiry, or nil when it is empty (the
+-- algorithm has cleared its own fields, as Go's settle does). The state is
+-- written once, after the limiter's calls.
+local function save(c, S, expiry)
+  c.dirty = true
+  if not expiry then
+    S.Last, S.Expiry = nil, nil
+    return
+  end
+  S.Last, S.Expiry = c.now, expiry
+end
+
+-- reply answers a call: code, value and wait (in µs). A grant's instant is
+-- now + wait, which the client works out itself, so it is not sent.
+--   code  1 granted / done, 0 refused, 2 refused: a leaky bucket's queue is
+--         full, -2 permits exceed the most grantable at once
+--   value acquire, available: permits left; cancel, release: permits handed back
+--   wait  acquire: from now until the grant, or the retry-after (refused)
+local function reply(c, code, value, wait)
+  local out = c.out
+  local k = #out
+  out[k + 1], out[k + 2], out[k + 3] = code, value, wait * c.unit
+end
+
+-- decode_state reads a stored state string st into the algorithm's state
+-- table, or returns nil when it is gone: of another epoch (epochText, for
+-- a client's state; nil for the Overall one), written in ms by an older
+-- redlimit (no mark where the unit is µs), or unreadable.
+local function decode_state(impl, st, epochText, v)
+  local k, i, mark = 0, 0, impl.unit == 1
+  if epochText then i = -1 end
+  for x in string.gmatch(st, '%S+') do
+    if i == -1 then
+      if x ~= epochText then return nil end
+      i = 0
+    elseif mark then
+      if x ~= 'u' then return nil end
+      mark = false
+    else
+      local n = tonumber(x)
+      if not n then return nil end -- garbage: the state is gone
+      k = k + 1
+      v[k] = n
+    end
+  end
+  if k < 2 then return nil end
+  return impl.decode(v, k)
+end
+
+-- encode_state is the state as stored (without a client's epoch).
+local function encode_state(impl, c, S)
+  local l = S.Last
+  local st = fmt('%d %d', l, S.Expiry - l)
+  local own = impl.encode(c, S)
+  if own ~= '' then st = st .. ' ' .. own end
+  if impl.unit == 1 then st = 'u ' .. st end
+  return st
+end

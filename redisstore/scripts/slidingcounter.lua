@@ -1,0 +1,136 @@
+-- slidingcounter.lua: the sliding window counter
+-- (algorithm/slidingcounter/slidingcounter.go). It keeps Windows
+-- (windows.lua): the previous, current and reserved later windows of the
+-- grid, and Tail, the instant of the latest grant. It weighs the previous
+-- window's count by how much of it the sliding window still covers, and
+-- answers a request at the first instant at or after Tail where the
+-- weighed count leaves room for it; Cancel brings Tail back.
+
+local function slidingcounter_windows(c, S)
+  local W = S.Windows
+  if not W or c.forgotten then
+    -- Past its expiry the state is empty (see fixedwindow.lua).
+    W = {}
+    S.Windows = W
+  end
+  return W
+end
+
+-- counts: the window holding t, and the permits of it and of the one before.
+local function slidingcounter_counts(W, t, interval)
+  local w = window_start(t, interval)
+  return w, windows_sum(W, w - interval, w), windows_sum(W, w, w + interval)
+end
+
+-- remaining: nothing while a reservation is queued, else what the weighed
+-- count leaves.
+local function slidingcounter_remaining(c, W, tail)
+  local now, interval = c.now, c.interval
+  if tail > now then return 0 end
+  local w, prev, cur = slidingcounter_counts(W, now, interval)
+  local weighed = ceildiv(prev * (interval - (now - w)), interval)
+  return later(c.rate - cur - weighed, 0)
+end
+
+-- earliest: the first instant at or after at where n more fit.
+local function slidingcounter_earliest(c, W, at, n)
+  local rate, interval = c.rate, c.interval
+  while true do
+    local w, prev, cur = slidingcounter_counts(W, at, interval)
+    local room = rate - cur - n
+    if room >= 0 then
+      local e = at - w
+      if prev > 0 then e = later(e, interval - floor(room * interval / prev)) end
+      if e < interval then return w + e end
+    end
+    at = w + interval
+  end
+end
+
+-- advance drops the windows before the previous one.
+local function slidingcounter_advance(c, S, W)
+  W = windows_drop_before(W, window_start(c.now, c.interval) - c.interval)
+  S.Windows = W
+  return W
+end
+
+-- settle ends every change: the expiry is when the newest window stops
+-- weighing.
+local function slidingcounter_settle(c, S, W, tail)
+  local t = windows_newest(W)
+  if not t then
+    S.Tail = nil
+    return save(c, S, nil)
+  end
+  S.Tail = tail
+  save(c, S, window_start(t, c.interval) + 2 * c.interval)
+end
+
+-- tail: the latest grant's instant (0 once the state is forgotten).
+local function slidingcounter_tail(c, S)
+  if c.forgotten then return 0 end
+  return S.Tail or 0
+end
+
+algorithms['sliding-counter'] = {
+  unit = 1,
+  most = 'rate',
+
+  decode = function(v, k)
+    local l = v[1]
+    local S = {Last = l, Expiry = l + v[2], Windows = windows_decode(v, 4, k, l)}
+    if k >= 3 then S.Tail = l + v[3] end
+    return S
+  end,
+  encode = function(c, S)
+    local l = S.Last
+    return windows_encode(S.Windows, l, {str((S.Tail or 0) - l)})
+  end,
+
+  acquire = function(c, S, n, maxWait)
+    local now = c.now
+    local expiry = S.Expiry or 0
+    local W = slidingcounter_windows(c, S)
+    local tail = slidingcounter_tail(c, S)
+    local at = by_expiry(slidingcounter_earliest(c, W, later(now, tail), n), now, expiry)
+    local wait = at - now
+    if maxWait >= 0 and wait > maxWait then
+      return reply(c, 0, slidingcounter_remaining(c, W, tail), wait) -- a refusal changes nothing
+    end
+    W = slidingcounter_advance(c, S, W)
+    windows_add(W, window_start(at, c.interval), n)
+    slidingcounter_settle(c, S, W, at)
+    return reply(c, 1, slidingcounter_remaining(c, W, at), wait)
+  end,
+
+  cancel = function(c, S, n, at)
+    local W = slidingcounter_advance(c, S, slidingcounter_windows(c, S))
+    local tail = slidingcounter_tail(c, S)
+    local got = windows_take(W, at, n, c.interval)
+    if got > 0 and #W >= 2 then
+      -- The tail comes back to where the newest window's permits all fit.
+      tail = math.min(tail, slidingcounter_earliest(c, W, W[#W - 1], 0))
+    end
+    slidingcounter_settle(c, S, W, tail)
+    return reply(c, 1, got, 0)
+  end,
+
+  release = function(c, S, n, _)
+    local W = slidingcounter_advance(c, S, slidingcounter_windows(c, S))
+    local tail, now, interval = slidingcounter_tail(c, S), c.now, c.interval
+    local got
+    if tail > now then
+      got = windows_take(W, window_start(now, interval) - 1, n, 2 * interval)
+    else
+      got = windows_take(W, now, n, 2 * interval)
+    end
+    slidingcounter_settle(c, S, W, tail)
+    return reply(c, 1, got, 0)
+  end,
+
+  -- Read-only: counts as if advanced (the sums look only at recent windows).
+  available = function(c, S)
+    if c.forgotten then return reply(c, 1, c.rate, 0) end
+    return reply(c, 1, slidingcounter_remaining(c, S.Windows or {}, S.Tail or 0), 0)
+  end,
+}

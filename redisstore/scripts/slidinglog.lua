@@ -1,0 +1,236 @@
+-- slidinglog.lua: the sliding-window log (algorithm/slidinglog/slidinglog.go).
+-- It keeps Total, the permits of its entries, in the state string ("last
+-- expiry Total", in ms, with no mark), and its Entries in a Redis list
+-- beside it: [At1, Permits1, At2, Permits2, ...], oldest first, one entry
+-- per ms. It answers a request at the earliest instant, at or after now and
+-- the newest entry, where at most Rate permits fall in every window of
+-- Interval; Cancel takes a reservation's permits out of its entry, Release
+-- the newest granted at or before now (and before the caller's upTo).
+--
+-- Within a limiter's calls the list's tail and its expired head are read
+-- once and then followed here, in c: tailAt, tailPermits (tailKnown: read),
+-- and headK, headSum, the list elements and permits at the head at or
+-- before headCut. A grant at the tail's instant adds to tailPermits, not to
+-- the list (tailDirty): slidinglog_write_tail puts it there once, before the
+-- list is read or changed otherwise, and after the limiter's calls.
+
+local function slidinglog_write_tail(c)
+  if c.tailDirty then
+    redis.call('LSET', c.listKey, -1, str(c.tailPermits))
+    c.tailDirty = false
+  end
+end
+
+-- tail: the newest entry's instant (nil: none) and permits.
+local function slidinglog_tail(c)
+  if not c.tailKnown then
+    local t = redis.call('LRANGE', c.listKey, -2, -1)
+    if #t < 2 then c.tailAt, c.tailPermits = nil, 0 else c.tailAt, c.tailPermits = tonumber(t[1]), tonumber(t[2]) end
+    c.tailKnown = true
+  end
+  return c.tailAt, c.tailPermits
+end
+
+-- head_before: the entries at the head at or before cut, as a count of
+-- list elements and their permits.
+local function slidinglog_head_before(c, cut)
+  if c.headCut == cut then return c.headK, c.headSum end
+  slidinglog_write_tail(c)
+  -- Chunks that double from one entry: the head has mostly left the window
+  -- by an entry or two, and every element read costs a Lua string.
+  local listKey = c.listKey
+  local idx, sum, size = 0, 0, 2
+  while true do
+    local chunk = redis.call('LRANGE', listKey, idx, idx + size - 1)
+    local i = 1
+    while i < #chunk do
+      if tonumber(chunk[i]) > cut then break end
+      sum = sum + tonumber(chunk[i + 1])
+      i = i + 2
+    end
+    idx = idx + i - 1
+    if i <= #chunk or #chunk < size then
+      c.headK, c.headSum, c.headCut = idx, sum, cut
+      return idx, sum
+    end
+    if size < 64 then size = size * 2 end
+  end
+end
+
+-- from_tail walks the entries from the newest back; f(index, At, Permits)
+-- returns true to stop.
+local function slidinglog_from_tail(c, f)
+  slidinglog_write_tail(c)
+  local listKey = c.listKey
+  local hi = redis.call('LLEN', listKey) - 1
+  while hi >= 1 do
+    local lo = hi - 63
+    if lo < 0 then lo = 0 end
+    local chunk = redis.call('LRANGE', listKey, lo, hi)
+    for i = #chunk - 1, 1, -2 do
+      if f(lo + i - 1, tonumber(chunk[i]), tonumber(chunk[i + 1])) then return end
+    end
+    hi = lo - 1
+  end
+end
+
+-- take removes up to want permits from the entry at list index idx,
+-- dropping it when emptied (State.take).
+local function slidinglog_take(c, idx, permits, want)
+  local listKey = c.listKey
+  if want > permits then want = permits end
+  c.tailKnown, c.headCut = false, nil
+  if want == permits then
+    redis.call('LSET', listKey, idx, '-')
+    redis.call('LSET', listKey, idx + 1, '-')
+    redis.call('LREM', listKey, 2, '-')
+  else
+    redis.call('LSET', listKey, idx + 1, str(permits - want))
+  end
+  return want
+end
+
+-- advance writes back the live log (State.advance): nothing past its
+-- expiry, else all but the k list elements at the head that have left the
+-- window. Only a change writes it back: a refusal changes nothing.
+local function slidinglog_advance(c, k)
+  if c.forgotten then
+    redis.call('DEL', c.listKey)
+    c.tailAt, c.tailPermits, c.tailKnown, c.tailDirty = nil, 0, true, false
+  elseif k > 0 then
+    slidinglog_write_tail(c)
+    redis.call('LTRIM', c.listKey, k, -1)
+    c.tailKnown = false -- after a change of interval the trim can reach the tail
+  end
+  -- Nothing at or before the cut is left, and within a limiter's calls now
+  -- (and so the cut) stays the same.
+  c.headK, c.headSum, c.headCut = 0, 0, c.now - c.interval
+end
+
+-- settle ends every change: the expiry is one interval after the newest
+-- entry; with none the log is empty.
+local function slidinglog_settle(c, S, total)
+  local t = slidinglog_tail(c)
+  if t then
+    S.Total = total
+    return save(c, S, t + c.interval)
+  end
+  redis.call('DEL', c.listKey)
+  c.tailDirty = false
+  S.Total = nil
+  save(c, S, nil)
+end
+
+-- live: the list elements at the head that have left the window, and the
+-- permits of the entries left.
+local function slidinglog_live(c, S)
+  if c.forgotten then return 0, 0 end
+  local k, sum = slidinglog_head_before(c, c.now - c.interval)
+  return k, (S.Total or 0) - sum
+end
+
+algorithms['sliding-log'] = {
+  unit = 1000,
+  most = 'rate',
+  list = true,
+
+  open = function(c)
+    c.tailAt, c.tailPermits, c.tailKnown, c.tailDirty = nil, 0, false, false
+    c.headK, c.headSum, c.headCut = 0, 0, nil
+  end,
+  finish = slidinglog_write_tail,
+
+  decode = function(v, k)
+    local l = v[1]
+    local S = {Last = l, Expiry = l + v[2]}
+    if k >= 3 then S.Total = v[k] end
+    return S
+  end,
+  encode = function(c, S) return str(S.Total) end,
+
+  acquire = function(c, S, n, maxWait)
+    local now, rate, interval = c.now, c.rate, c.interval
+    local expiry = S.Expiry or 0
+    local k, total = slidinglog_live(c, S)
+    -- The earliest instant, at or after now and the tail, where n fit.
+    -- A tail that has left the window is before now, so it changes
+    -- nothing below whether or not advance drops it.
+    local tAt, tPermits = slidinglog_tail(c)
+    if c.forgotten then tAt, tPermits = nil, 0 end
+    local at = now
+    if tAt and tAt > at then at = tAt end
+    local need = total + n - rate
+    if need > 0 then
+      local listKey = c.listKey
+      local dropped, idx, found = 0, k, false
+      slidinglog_write_tail(c)
+      while not found do
+        local chunk = redis.call('LRANGE', listKey, idx, idx + 63)
+        if #chunk == 0 then break end
+        for i = 1, #chunk - 1, 2 do
+          dropped = dropped + tonumber(chunk[i + 1])
+          if dropped >= need then
+            at = later(at, tonumber(chunk[i]) + interval)
+            found = true
+            break
+          end
+        end
+        idx = idx + #chunk
+      end
+    end
+    at = by_expiry(at, now, expiry)
+    local wait = at - now
+    if maxWait >= 0 and wait > maxWait then
+      local left = later(rate - total, 0)
+      if tAt and tAt > now then left = 0 end
+      return reply(c, 0, left, wait) -- a refusal changes nothing
+    end
+    slidinglog_advance(c, k)
+    if tAt and tAt >= at then -- at is the tail: one entry per instant
+      c.tailPermits, c.tailDirty = tPermits + n, true
+    else
+      slidinglog_write_tail(c)
+      redis.call('RPUSH', c.listKey, str(at), str(n))
+      c.tailAt, c.tailPermits = at, n
+    end
+    c.tailKnown = true
+    total = total + n
+    S.Total = total
+    save(c, S, at + interval) -- the new tail is at
+    local left = later(rate - total, 0)
+    if at > now then left = 0 end
+    return reply(c, 1, left, wait)
+  end,
+
+  cancel = function(c, S, n, at)
+    local k, total = slidinglog_live(c, S)
+    slidinglog_advance(c, k)
+    local got = 0
+    slidinglog_from_tail(c, function(idx, a, p)
+      if a < at then return true end
+      if a == at then got = slidinglog_take(c, idx, p, n); return true end
+    end)
+    slidinglog_settle(c, S, total - got)
+    return reply(c, 1, got, 0)
+  end,
+
+  release = function(c, S, n, upTo)
+    local k, total = slidinglog_live(c, S)
+    slidinglog_advance(c, k)
+    local got, now = 0, c.now
+    slidinglog_from_tail(c, function(idx, a, p)
+      if a <= now and (upTo < 0 or a <= upTo) then got = got + slidinglog_take(c, idx, p, n - got) end
+      return got >= n
+    end)
+    slidinglog_settle(c, S, total - got)
+    return reply(c, 1, got, 0)
+  end,
+
+  available = function(c, S)
+    if c.forgotten then return reply(c, 1, c.rate, 0) end
+    local _, total = slidinglog_live(c, S)
+    local t = slidinglog_tail(c)
+    if t and t > c.now then return reply(c, 1, 0, 0) end
+    return reply(c, 1, later(c.rate - total, 0), 0)
+  end,
+}

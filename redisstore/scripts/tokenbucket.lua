@@ -1,0 +1,50 @@
+-- tokenbucket.lua: the token bucket (algorithm/tokenbucket/tokenbucket.go).
+-- It keeps a deficit (deficit.lua): how far the bucket of Burst tokens is
+-- from full, refilled at Rate per Interval. It answers a request of n <=
+-- Burst at once while n tokens are left, else at the instant they will
+-- be, which a caller may wait for (a reservation, counted in the queue);
+-- Release hands back tokens no later reservation built on.
+
+-- remaining: the whole tokens the bucket holds.
+local function tokenbucket_remaining(c, owed)
+  return later(floor((c.burst * c.interval - owed) / c.interval), 0)
+end
+
+algorithms['token-bucket'] = {
+  unit = 1,
+  most = 'burst',
+  decode = deficit_decode,
+  encode = deficit_encode,
+
+  acquire = function(c, S, n, maxWait)
+    local d = deficit_advance(c, S)
+    local limit, owed = c.burst * c.interval, d.Owed + n * c.interval
+    local wait = 0
+    if owed > limit then wait = ceildiv(owed - limit, c.rate) end
+    if maxWait >= 0 and wait > maxWait then
+      return reply(c, 0, tokenbucket_remaining(c, d.Owed), wait) -- a refusal changes nothing
+    end
+    d.Owed = owed
+    deficit_granted(c, d, c.now + wait)
+    deficit_settle(c, S, d)
+    return reply(c, 1, tokenbucket_remaining(c, owed), wait)
+  end,
+
+  cancel = function(c, S, n, at)
+    local d = deficit_advance(c, S)
+    local got = deficit_cancel(c, d, false, n, at)
+    deficit_settle(c, S, d)
+    return reply(c, 1, got, 0)
+  end,
+
+  release = function(c, S, n, _)
+    local d = deficit_advance(c, S)
+    local got = deficit_give_back(c, d, n, c.now, c.burst * c.interval)
+    deficit_settle(c, S, d)
+    return reply(c, 1, got, 0)
+  end,
+
+  available = function(c, S)
+    return reply(c, 1, tokenbucket_remaining(c, deficit_advance(c, S).Owed), 0)
+  end,
+}

@@ -4,7 +4,7 @@ import (
 	"embed"
 	"strings"
 
-	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/algorithm"
 )
 
 // scripts holds the Lua run on Redis: the limiter library's files, and
@@ -13,13 +13,14 @@ import (
 //go:embed scripts/*.lua
 var scripts embed.FS
 
-// algorithmScripts names the Lua file of each algorithm, in
-// redlimit.Algorithms order: the name of its Go package in algorithm/,
-// whose rules the file follows.
+// algorithmScripts names the Lua file of each registered algorithm, in
+// the registry's order: the name of its Go package in algorithm/, whose
+// rules the file follows (algorithm.Spec.Package).
 func algorithmScripts() []string {
-	names := make([]string, len(redlimit.Algorithms))
-	for i, a := range redlimit.Algorithms {
-		names[i] = strings.ReplaceAll(string(a), "-", "")
+	specs := algorithm.All()
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Package
 	}
 	return names
 }

@@ -52,6 +52,7 @@ import (
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redisclient"
 	"github.com/redlimit/redlimit/internal/rediserr"
+	"github.com/redlimit/redlimit/refusalcache"
 )
 
 var (
@@ -101,8 +102,9 @@ type Store struct {
 	// alone there too.
 	group            *group
 	crossSlotRefused atomic.Bool
-	// refusals answers calls on exhausted limiters locally (refusals.go).
-	refusals   refusals
+	// cache answers calls on exhausted limiters locally (refusals.go);
+	// nil when refusalTTL is not positive.
+	cache      *refusalcache.Store
 	refusalTTL time.Duration
 	calls      counter
 	runs       counter
@@ -244,6 +246,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	s.hookRefusals(rdb)
 	s.scripter = rdb
+	if s.refusalTTL > 0 {
+		s.cache, _ = refusalcache.New((*direct)(s), refusalcache.Settings{MaxStale: s.refusalTTL, Clock: s.clock})
+	}
 	if cc, ok := rdb.(*redis.ClusterClient); ok && !s.autoPipe {
 		// MOVED, ASK, TRYAGAIN and CLUSTERDOWN are followed here, as
 		// the client, built with MaxRedirects -1, resends nothing.
@@ -501,8 +506,8 @@ func (s *Store) encoded(cfg redlimit.Config) *encodedConfig {
 	return e
 }
 
-// SetConfig implements redlimit.Store.
-func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config, how redlimit.SetMode) (redlimit.Config, bool, error) {
+// setConfig is SetConfig without the refusal cache.
+func (s *Store) setConfig(ctx context.Context, name string, cfg redlimit.Config, how redlimit.SetMode) (redlimit.Config, bool, error) {
 	if err := redlimit.ValidateName(name); err != nil {
 		return redlimit.Config{}, false, err
 	}
@@ -514,7 +519,6 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 		return redlimit.Config{}, false, err
 	}
 	h := how.String()
-	s.forgetName(name) // a new config may free permits
 	k := limiterKeys(s.prefix, name)
 	c.Epoch = redlimit.NewEpoch()
 	raw, err := s.eval(ctx, setConfigScript, true, []string{k.limiter, k.log}, h, configArg(c), s.nowArg())
@@ -590,12 +594,6 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 	}
 	c := call{op: o, n: n, arg: arg3}
 	s.calls.Add(1)
-	if o == opAcquire && n == 1 {
-		if retry, now, cfg, ok := s.cachedRefusal(key, arg3); ok {
-			return reply{code: 0, value: 0, wait: retry.Microseconds(), now: now.UnixMicro(), cfg: cfg}, nil
-		}
-	}
-	sent, gen := s.localNow(), s.refusals.gen.Load()
 	kc := s.encoded(known)
 	var out reply
 	var err error
@@ -607,19 +605,14 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 	if err != nil {
 		return reply{}, err
 	}
-	if o == opAcquire {
-		s.noteAcquire(key, sent, gen, n, out)
-	} else if o != opAvailable {
-		s.forget(key) // a release or cancel may free permits
-	}
 	if out.code == -2 {
 		return reply{}, redlimit.PermitsExceedRate(n, out.cfg.MaxPermits())
 	}
 	return out, nil
 }
 
-// Acquire implements redlimit.Store.
-func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (redlimit.Decision, error) {
+// acquire is Acquire without the refusal cache.
+func (s *Store) acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (redlimit.Decision, error) {
 	if err := redlimit.ValidatePermits(n); err != nil {
 		return redlimit.Decision{}, err
 	}
@@ -638,8 +631,8 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 	return d, nil
 }
 
-// Cancel implements redlimit.Store.
-func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Config, at time.Time, n int64) (int64, error) {
+// cancel is Cancel without the refusal cache.
+func (s *Store) cancel(ctx context.Context, key redlimit.Key, known redlimit.Config, at time.Time, n int64) (int64, error) {
 	if n <= 0 {
 		return 0, redlimit.ValidatePermits(n)
 	}
@@ -647,8 +640,8 @@ func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Con
 	return r.value, err
 }
 
-// Release implements redlimit.Store.
-func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, upTo time.Time) (int64, error) {
+// release is Release without the refusal cache.
+func (s *Store) release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, upTo time.Time) (int64, error) {
 	if n <= 0 {
 		return 0, redlimit.ValidatePermits(n)
 	}
@@ -669,16 +662,11 @@ func (s *Store) Available(ctx context.Context, key redlimit.Key, known redlimit.
 	return r.value, *r.cfg, nil
 }
 
-// Delete implements redlimit.Store. The PerClient state of other clients is
-// left to expire on its own; it belongs to the deleted limiter's epoch and no
-// new config will match it. Clients' keys that hold data redlimit did not
-// write, which would never expire, are removed (as by SetConfig with
-// SetResetState).
-func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
+// delete is Delete without the refusal cache.
+func (s *Store) delete(ctx context.Context, name string) (bool, error) {
 	if err := redlimit.ValidateName(name); err != nil {
 		return false, err
 	}
-	s.forgetName(name)
 	k := limiterKeys(s.prefix, name)
 	existed, err := within(s, ctx, func(ctx context.Context) (bool, error) {
 		var exists *redis.IntCmd
@@ -698,8 +686,8 @@ func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
 	return existed, nil
 }
 
-// Expire implements redlimit.Store.
-func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+// expire is Expire without the refusal cache.
+func (s *Store) expire(ctx context.Context, name string, ttl time.Duration) (bool, error) {
 	if err := redlimit.ValidateName(name); err != nil {
 		return false, err
 	}
@@ -715,8 +703,8 @@ func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (boo
 	return ok, nil
 }
 
-// ClearExpire implements redlimit.Store.
-func (s *Store) ClearExpire(ctx context.Context, name string) (bool, error) {
+// clearExpire is ClearExpire without the refusal cache.
+func (s *Store) clearExpire(ctx context.Context, name string) (bool, error) {
 	if err := redlimit.ValidateName(name); err != nil {
 		return false, err
 	}

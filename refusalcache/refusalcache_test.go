@@ -21,7 +21,7 @@ func TestConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		return s
-	})
+	}, storetest.Full())
 }
 
 // fixture is a cache in front of a memory store, on a fake clock.

@@ -75,7 +75,7 @@ func TestBatchDifferential(t *testing.T) {
 					switch p := rng.IntN(10); {
 					case p < 6:
 						wait := []int64{0, -1, rng.Int64N(40_000)}[rng.IntN(3)] // µs
-						batch[i] = call{opAcquire, n, wait}
+						batch[i] = call{op: opAcquire, n: n, arg: wait}
 						maxWait := time.Duration(wait) * time.Microsecond
 						if wait < 0 {
 							maxWait = -1
@@ -95,15 +95,15 @@ func TestBatchDifferential(t *testing.T) {
 						j := rng.IntN(len(reserved[li]))
 						d := reserved[li][j]
 						reserved[li] = slices.Delete(reserved[li], j, j+1)
-						batch[i] = call{opCancel, n, d.At.UnixMicro()}
+						batch[i] = call{op: opCancel, n: n, arg: d.At.UnixMicro()}
 						got, e := mem.Cancel(ctx, key, mc, d.At, n)
 						want[i], err = fmt.Sprint("cancel ", got), e
 					case p < 8:
-						batch[i] = call{opRelease, n, -1}
+						batch[i] = call{op: opRelease, n: n, arg: -1}
 						got, e := mem.Release(ctx, key, mc, n, time.Time{})
 						want[i], err = fmt.Sprint("release ", got), e
 					default:
-						batch[i] = call{opAvailable, 0, 0}
+						batch[i] = call{op: opAvailable}
 						got, _, e := mem.Available(ctx, key, mc)
 						want[i], err = fmt.Sprint("available ", got), e
 					}
@@ -252,7 +252,7 @@ func TestClusterBehindOneEndpoint(t *testing.T) {
 	if n := failed.Load(); n > 0 {
 		t.Fatalf("%d of 3200 calls failed, first: %v", n, first.Load())
 	}
-	if !s.crossSlotRefused.Load() {
+	if s.batch.Grouping() {
 		t.Error("no run carried two limiters: the test did not reach the server's refusal")
 	}
 }
@@ -281,7 +281,7 @@ func TestForeignDataInARun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		works = append(works, &work{key: redlimit.Key{Name: name, Client: "c"}, known: encode(cfg), calls: []call{{opAcquire, 1, 0}}})
+		works = append(works, &work{key: redlimit.Key{Name: name, Client: "c"}, known: encode(cfg), calls: []call{{op: opAcquire, n: 1}}})
 	}
 	s.runWorks(ctx, works)
 	for i, want := range []error{nil, redlimit.ErrCorrupt, nil, nil} {
@@ -292,34 +292,5 @@ func TestForeignDataInARun(t *testing.T) {
 		if want != nil && !errors.Is(w.err, want) {
 			t.Errorf("%s: %v; want %v", w.key.Name, w.err, want)
 		}
-	}
-}
-
-// TestBackgroundContext: runs in the background share a context while its
-// deadline is no earlier than their most patient caller's and at most
-// runSlack later; a client that keeps to its own timeouts gets none.
-func TestBackgroundContext(t *testing.T) {
-	s := &Store{bounded: true}
-	at := func(d time.Time) *patience { return &patience{latest: d} }
-	d0 := time.Now().Add(time.Minute)
-	ctx1, dl1 := s.backgroundContext(at(d0))
-	if got, _ := ctx1.Deadline(); !got.Equal(d0.Add(runSlack)) || !dl1.Equal(got) {
-		t.Fatalf("first deadline %v (%v), want %v", got, dl1, d0.Add(runSlack))
-	}
-	if ctx, _ := s.backgroundContext(at(d0.Add(runSlack / 2))); ctx != ctx1 {
-		t.Error("a caller within the slack got a context of its own")
-	}
-	if ctx, dl := s.backgroundContext(at(d0.Add(2 * runSlack))); ctx == ctx1 || !dl.Equal(d0.Add(3*runSlack)) {
-		t.Errorf("a more patient caller shares a context ending at %v; want its own, ending at %v", dl, d0.Add(3*runSlack))
-	}
-	if _, dl := s.backgroundContext(at(d0)); !dl.Equal(d0.Add(runSlack)) {
-		t.Errorf("a caller far less patient than the shared context gets %v; want %v", dl, d0.Add(runSlack))
-	}
-	if ctx, _ := s.backgroundContext(&patience{forever: true}); ctx.Done() == nil {
-		t.Error("a caller without deadline: a run without one")
-	}
-	s.bounded = false
-	if ctx, dl := s.backgroundContext(at(d0)); ctx.Done() != nil || !dl.IsZero() {
-		t.Errorf("unbounded client: context with deadline %v", dl)
 	}
 }

@@ -24,10 +24,11 @@ import (
 // Stats counts the calls abandoned and the grants handed back.
 //
 // A call is abandoned where its caller stops waiting for it: in within (a
-// client that does not keep to contexts), in a lane (a pending call whose
-// run was sent), and in a group (a work a run took). Each place settles the
-// race between the reply and the caller with one compare-and-swap: the
-// caller that wins takes the reply; the reply that wins is the store's.
+// client that does not keep to contexts: guarded, abandonRun), and in a
+// run of the batcher's (internal/batch, which gives the call and its reply
+// to handBackWork once the run is over). Each place settles the race
+// between the reply and the caller with one compare-and-swap: the caller
+// that wins takes the reply; the reply that wins is the store's.
 
 // The states of an answer that a caller may stop waiting for.
 const (
@@ -98,7 +99,24 @@ type handBackStats struct {
 // refusal, an error). Tests use it, and a process that shuts down can, so
 // that the permits of callers that gave up are not left behind.
 func (s *Store) WaitHandBacks(ctx context.Context) error {
+	if s.batch != nil {
+		// The batcher hands its calls to handBackWork, which counts
+		// them in s.hb.settling before the batcher lets go of them.
+		if err := s.batch.Wait(ctx); err != nil {
+			return err
+		}
+	}
 	return s.hb.settling.wait(ctx)
+}
+
+// abandoned is the calls abandoned by their callers while in flight: in a
+// script run the caller made (guarded), or in one of the batcher's.
+func (s *Store) abandoned() int64 {
+	n := s.hb.abandoned.Load()
+	if s.batch != nil {
+		n += s.batch.Abandoned()
+	}
+	return n
 }
 
 // guarded runs f in r.ctx, returning at the end of r.watch, the caller's
@@ -216,7 +234,7 @@ func handBackCall(n int64, r reply) (call, bool) {
 }
 
 // handBack makes the calls back on key's log in one script run in the
-// background (not through the lane: hand-backs need no order), under the
+// background (not through the batcher: hand-backs need no order), under the
 // stored config cfg.
 func (s *Store) handBack(key redlimit.Key, cfg *redlimit.Config, back []call) {
 	if len(back) == 0 {

@@ -42,7 +42,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,27 +88,17 @@ type Store struct {
 	// scripts run through this: rdb, or its auto-pipeliner.
 	scripter redis.Scripter
 	autoPipe bool
-	// batching: concurrent calls on one log share a script run (lanes).
-	batching    bool
-	lanes       sync.Map // name -> *lane
-	clientLanes sync.Map // name NUL client -> *lane, when lanes has another client's
-	// clientLaneCount is clientLanes' size; laneMu makes lanes.
-	clientLaneCount atomic.Int64
-	laneMu          sync.Mutex
-	// group puts the works of different limiters in one run (nil: each
-	// goes alone, as on a Cluster); crossSlotRefused: the server turned
-	// such a run down (a clustered Redis behind one endpoint), so they go
-	// alone there too.
-	group            *group
-	crossSlotRefused atomic.Bool
+	// batch makes the calls on limiters in shared script runs (batch.go;
+	// nil: WithoutBatching, each call is a run of its own).
+	batch      *batcher
+	noBatching bool
 	// cache answers calls on exhausted limiters locally (refusals.go);
 	// nil when refusalTTL is not positive.
 	cache      *refusalcache.Store
 	refusalTTL time.Duration
 	calls      counter
 	runs       counter
-	lastArg    atomic.Pointer[encodedConfig]  // see encoded
-	runCtx     atomic.Pointer[sharedDeadline] // see backgroundContext
+	lastArg    atomic.Pointer[encodedConfig] // see encoded
 	// functionsOff: until then (unix ns) limiter.lua runs as a script: this
 	// Redis could not run it as a function (before 7.0, an ACL without FCALL
 	// or FUNCTION LOAD, a proxy that does not pass them). Tried again later.
@@ -193,7 +182,7 @@ func WithAutoPipeline() Option {
 // the same calls made one by one at the run's instant (TestBatchDifferential);
 // a lone call goes at once, with no delay.
 func WithoutBatching() Option {
-	return func(s *Store) error { s.batching = false; return nil }
+	return func(s *Store) error { s.noBatching = true; return nil }
 }
 
 // ErrUnsafeClient: New was given a go-redis client that retries commands
@@ -227,7 +216,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	if rdb == nil {
 		return nil, &redlimit.ArgumentError{Arg: "redis client", Reason: "must not be nil", Kind: redlimit.ErrInvalidArgument}
 	}
-	s := &Store{rdb: rdb, prefix: DefaultPrefix, batching: true, refusalTTL: DefaultRefusalCache}
+	s := &Store{rdb: rdb, prefix: DefaultPrefix, refusalTTL: DefaultRefusalCache}
 	switch c := rdb.(type) {
 	case *redis.Client:
 		s.bounded = c.Options().ContextTimeoutEnabled
@@ -256,9 +245,6 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 			return node.FunctionLoadReplace(ctx, limiterLibrary).Err()
 		})
 	}
-	if _, single := rdb.(*redis.Client); single && s.batching {
-		s.group = &group{}
-	}
 	if s.autoPipe {
 		var ap *redis.AutoPipeliner
 		var err error
@@ -274,6 +260,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 			return nil, &redlimit.ArgumentError{Arg: "redis client", Reason: err.Error(), Kind: redlimit.ErrInvalidArgument}
 		}
 		s.scripter, s.bounded = ap, false // queued commands ignore their contexts
+	}
+	if !s.noBatching {
+		s.batch = s.newBatcher()
 	}
 	return s, nil
 }
@@ -597,7 +586,7 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 	kc := s.encoded(known)
 	var out reply
 	var err error
-	if s.batching {
+	if s.batch != nil {
 		out, err = s.batched(ctx, key, kc, c)
 	} else {
 		out, err = s.runOne(ctx, key, kc, c)

@@ -59,7 +59,7 @@ func (s *Store) Stats() Stats {
 		local = s.cache.Stats().LocalRefusals
 	}
 	return Stats{Calls: s.calls.Load() + local, LocalRefusals: local, ScriptRuns: s.runs.Load(),
-		Abandoned: s.hb.abandoned.Load(), HandedBack: s.hb.handedBack.Load(), HandBackFailed: s.hb.failed.Load()}
+		Abandoned: s.abandoned(), HandedBack: s.hb.handedBack.Load(), HandBackFailed: s.hb.failed.Load()}
 }
 
 // forget tells the refusal cache that permits of key's log may have been

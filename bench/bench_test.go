@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -366,6 +367,32 @@ func TestQuickRun(t *testing.T) {
 		t.Logf("no shared/seeds beside the tree: Redisson's script was left out (%s)", rep.Settings.RedissonScript)
 	} else if !bytes.Contains(svg, []byte("Redisson script")) || !strings.Contains(rep.Settings.RedissonScript, seedFile) {
 		t.Errorf("Redisson's script not measured: %q", rep.Settings.RedissonScript)
+	}
+
+	// The compare mode reads the JSON this version writes: a run against
+	// itself is 1.0 in every cell (half-peak left out: paced).
+	var self bytes.Buffer
+	if err := run(context.Background(), []string{"--before", jsonFile, "--after", jsonFile}, &self, io.Discard); err != nil {
+		t.Fatalf("--before/--after: %v", err)
+	}
+	cmp, err := compareFiles([]string{jsonFile}, []string{jsonFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, c := range cmp.Cells {
+		if c.Workload == halfPeak {
+			t.Errorf("half-peak compared")
+		}
+		for _, s := range c.Systems {
+			rows++
+			if s.Ratio.N != 1 || s.Ratio.Median != 1 || (c.Store == onRedis && s.CPURatio.Median != 1) {
+				t.Errorf("%s/%s/%d %s against itself: %+v, Redis CPU %+v", c.Store, c.Workload, c.Callers, s.System, s.Ratio, s.CPURatio)
+			}
+		}
+	}
+	if want := fmt.Sprintf("**All %d hold.**", rows); rows == 0 || !strings.Contains(self.String(), want) {
+		t.Errorf("%d rows; the comparison with itself lacks %q:\n%s", rows, want, self.String())
 	}
 
 	var again bytes.Buffer

@@ -7,6 +7,10 @@
 //
 //	cd bench && go run . [--rounds 3] [--duration 3s] [--callers 1,8,64,256] [--json FILE] [--markdown FILE] [--svg FILE]
 //	cd bench && go run . --quick        # about 2 minutes
+//	cd bench && go run . --before OLD1.json,OLD2.json --after NEW1.json,NEW2.json
+//
+// The last compares two builds of redlimit from their runs' JSON, round by
+// round (see compare.go and scripts/benchcompare).
 //
 // It is a module of its own so that the peers (go-redis/redis_rate,
 // golang.org/x/time/rate, sethvargo/go-limiter) never enter redlimit's
@@ -97,7 +101,10 @@ type options struct {
 	quick        bool
 	autopipeline bool
 	fromJSON     string
-	args         []string
+	// The compare mode: the JSON files of runs of the older build and of
+	// the newer, paired by position (see compare.go).
+	before, after []string
+	args          []string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -119,11 +126,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.svgFile, "svg", "", "write a chart of decisions/s at 64 callers to `FILE` (SVG)")
 	fs.StringVar(&o.fromJSON, "from-json", "", "measure nothing: print the report of an earlier run's JSON `FILE` (and --markdown, --svg)")
 	fs.BoolVar(&o.quick, "quick", false, "a short run: callers 1,64, 0.5s per Redis measurement, 0.25s in memory, redlimit's token bucket and sliding log only (flags given explicitly win)")
+	before := fs.String("before", "", "compare mode, measure nothing: comma-separated JSON `FILES` of runs of the older build, each paired with the --after file at its place (see scripts/benchcompare)")
+	after := fs.String("after", "", "compare mode: comma-separated JSON `FILES` of runs of the newer build, as many as --before")
 	fs.BoolVar(&o.autopipeline, "autopipeline", false, "also measure redlimit with redisstore.WithAutoPipeline() on one limiter")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run . [flags]   (in bench/; or: redlimit bench [flags])\n\n"+
 			"Measures every cell (workload x callers) --rounds times, each system of a cell in turn,\n"+
-			"and prints the report (markdown); progress goes to stderr. Starts its own redis-server unless --redis.\n\nFlags:\n")
+			"and prints the report (markdown); progress goes to stderr. Starts its own redis-server unless --redis.\n"+
+			"With --before and --after it measures nothing and compares two builds' runs (scripts/benchcompare).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -138,6 +148,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	o.systemsSet = set["systems"]
+	if set["before"] || set["after"] {
+		o.before, o.after = splitList(*before), splitList(*after)
+		if len(o.before) == 0 || len(o.before) != len(o.after) {
+			return nil, usageError{msg: fmt.Sprintf("--before and --after: as many files each, one pair per round (%d and %d)", len(o.before), len(o.after))}
+		}
+	}
 	if o.quick {
 		if !set["callers"] {
 			*callers = "1,64"
@@ -190,6 +206,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 				*p = filepath.Join(wd, *p)
 			}
 		}
+		for _, list := range [][]string{o.before, o.after} {
+			for i, p := range list {
+				if !filepath.IsAbs(p) {
+					list[i] = filepath.Join(wd, p)
+				}
+			}
+		}
 	}
 	return o, nil
 }
@@ -202,6 +225,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.fromJSON != "" {
 		return redraw(o, stdout, stderr)
+	}
+	if o.before != nil {
+		return compareOutput(o, stdout, stderr)
 	}
 	all := systems()
 	// Redisson's script is read from an article kept beside the source
@@ -336,6 +362,44 @@ func (rep *report) output(o *options, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "wrote %s\n", o.svgFile)
 	}
 	return nil
+}
+
+// splitList splits a comma-separated list, empty items left out.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// compareOutput is the compare mode: the comparison of the --before and
+// --after runs, on stdout and in --markdown.
+func compareOutput(o *options, stdout, stderr io.Writer) error {
+	cmp, err := compareFiles(o.before, o.after)
+	if err != nil {
+		return err
+	}
+	if err := cmp.writeMarkdown(stdout); err != nil {
+		return err
+	}
+	if o.mdFile == "" {
+		return nil
+	}
+	f, err := os.Create(o.mdFile)
+	if err != nil {
+		return err
+	}
+	err = cmp.writeMarkdown(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		fmt.Fprintf(stderr, "wrote %s\n", o.mdFile)
+	}
+	return err
 }
 
 // redraw prints the report of an earlier run and writes its files again.

@@ -170,8 +170,3 @@ func (d *direct) Expire(ctx context.Context, name string, ttl time.Duration) (bo
 func (d *direct) ClearExpire(ctx context.Context, name string) (bool, error) {
 	return (*Store)(d).clearExpire(ctx, name)
 }
-
-// logKey names a client's log of a limiter: the lanes of clients other than
-// the one a name's lane belongs to (the Overall log is named by the
-// limiter's name alone, in maps of its own).
-func logKey(key redlimit.Key) string { return key.Name + "\x00" + key.Client }

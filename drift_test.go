@@ -40,7 +40,7 @@ func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
 func driftEnv(t *testing.T, cfg redlimit.Config, names ...string) (redlimit.Store, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := memstore.New(memstore.WithClock(clk))
+	s := memstore.New(memstore.WithTimeSource(clk))
 	for _, name := range names {
 		admin, err := redlimit.New(s, name, redlimit.WithClock(clk))
 		if err != nil {

@@ -15,7 +15,7 @@ import (
 // queue is ErrQueueFull there too, not a bare ErrRefused.
 func TestFallbackRefusalKeepsItsReason(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	fallback := memstore.New(memstore.WithClock(clk))
+	fallback := memstore.New(memstore.WithTimeSource(clk))
 	cfg := redlimit.PerInterval(2, time.Hour).WithAlgorithm(redlimit.LeakyBucket)
 	// The fallback store holds this config (a stored config wins over
 	// the share the degraded Limiter sends along).
@@ -44,7 +44,7 @@ func TestFallbackRefusalKeepsItsReason(t *testing.T) {
 		}
 		break
 	}
-	down := &downStore{Store: memstore.New(memstore.WithClock(clk))}
+	down := &downStore{Store: memstore.New(memstore.WithTimeSource(clk))}
 	l := mustLimiter(t, down, "q", cfg, redlimit.WithClock(clk), redlimit.WithFallback(fallback, 0.5))
 	r, err := l.Acquire(context.Background(), 1)
 	if !errors.Is(err, redlimit.ErrQueueFull) || !errors.Is(err, redlimit.ErrRefused) || !r.Degraded {

@@ -15,7 +15,7 @@ import (
 func newHeldEnv(t *testing.T, start time.Time) (*clock.Fake, redlimit.Store) {
 	t.Helper()
 	clk := clock.NewFake(start)
-	return clk, memstore.New(memstore.WithClock(clk))
+	return clk, memstore.New(memstore.WithTimeSource(clk))
 }
 
 func mustLimiter(t *testing.T, s redlimit.Store, name string, cfg redlimit.Config, opts ...redlimit.Option) *redlimit.Limiter {

@@ -31,7 +31,7 @@ func (d *downStore) Acquire(context.Context, redlimit.Key, redlimit.Config, int6
 func TestConfigOverrideBacksOffDuringOutage(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	ds := &downStore{Store: memstore.New(memstore.WithClock(clk))}
+	ds := &downStore{Store: memstore.New(memstore.WithTimeSource(clk))}
 	l, err := redlimit.New(ds, "x", redlimit.WithConfig(redlimit.PerSecond(10)), redlimit.WithConfigOverride(),
 		redlimit.WithFailurePolicy(redlimit.FailOpen), redlimit.WithClock(clk))
 	if err != nil {

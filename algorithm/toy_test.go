@@ -93,7 +93,7 @@ func TestRegistryToy(t *testing.T) {
 
 	ctx := context.Background()
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	s := memstore.New(memstore.WithClock(clk))
+	s := memstore.New(memstore.WithTimeSource(clk))
 	if _, _, err := s.SetConfig(ctx, "db", cfg, redlimit.SetResetState); err != nil {
 		t.Fatal(err)
 	}

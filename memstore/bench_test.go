@@ -126,7 +126,7 @@ func BenchmarkMillionKeys(b *testing.B) {
 	cfg := redlimit.TokenBucketConfig(10, time.Second, 10)
 	for b.Loop() {
 		clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-		s := memstore.New(memstore.WithClock(clk))
+		s := memstore.New(memstore.WithTimeSource(clk))
 		base := heap()
 		for i := range keys {
 			l, err := redlimit.New(s, "user-"+strconv.Itoa(i), redlimit.WithConfig(cfg), redlimit.WithClientID("c"))

@@ -43,7 +43,7 @@ func (s *Store) census() (names, logs int) {
 func TestIdleEviction(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
-	s := New(WithClock(clk))
+	s := New(WithTimeSource(clk))
 	known := redlimit.TokenBucketConfig(10, time.Second, 10)
 	const n = 1000
 	for i := range n {
@@ -101,7 +101,7 @@ func TestIdleEviction(t *testing.T) {
 func TestGrowthSweep(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
-	s := New(WithClock(clk))
+	s := New(WithTimeSource(clk))
 	cfg := redlimit.PerInterval(1, time.Millisecond) // forgotten 1 ms after its grant
 	const n = 50_000
 	for i := range n {
@@ -123,7 +123,7 @@ func TestGrowthSweep(t *testing.T) {
 func TestEvictionRace(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
-	s := New(WithClock(clk))
+	s := New(WithTimeSource(clk))
 	cfg := redlimit.PerInterval(1000, time.Second)
 	var wg sync.WaitGroup
 	for g := range 4 {

@@ -30,10 +30,10 @@ func ExampleNew() {
 
 // Tests drive time by hand: one fake clock for the store (its decisions)
 // and for the Limiter (its waits).
-func ExampleWithClock() {
+func ExampleWithTimeSource() {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := memstore.New(memstore.WithClock(clk))
+	store := memstore.New(memstore.WithTimeSource(clk))
 	l, _ := redlimit.New(store, "emails", redlimit.WithClock(clk),
 		redlimit.WithConfig(redlimit.TokenBucketConfig(1, time.Second, 2))) // 1 per second, bursts of 2
 	for _, step := range []time.Duration{0, 0, 0, 500 * time.Millisecond, 500 * time.Millisecond} {

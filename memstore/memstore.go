@@ -86,8 +86,10 @@ type hot struct {
 // Option configures a Store.
 type Option func(*Store)
 
-// WithClock makes the store read time from c (tests pass a *clock.Fake).
-func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
+// WithTimeSource sets the store's time: decisions are made at c's Now
+// (tests pass a *clock.Fake). Not to be confused with redlimit.WithClock,
+// the clock a Limiter waits on.
+func WithTimeSource(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // New returns an empty memory store.
 func New(opts ...Option) *Store {

@@ -13,7 +13,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, clk *clock.Fake) redlimit.Store {
-		return memstore.New(memstore.WithClock(clk))
+		return memstore.New(memstore.WithTimeSource(clk))
 	}, storetest.Full())
 }
 
@@ -23,7 +23,7 @@ func TestConformance(t *testing.T) {
 func TestExpireTakesOverallState(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	l, _ := redlimit.New(memstore.New(memstore.WithClock(clk)), "ttl", redlimit.WithClock(clk))
+	l, _ := redlimit.New(memstore.New(memstore.WithTimeSource(clk)), "ttl", redlimit.WithClock(clk))
 	if err := l.SetRate(ctx, redlimit.PerInterval(1, time.Hour)); err != nil {
 		t.Fatal(err)
 	}

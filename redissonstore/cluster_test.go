@@ -25,7 +25,7 @@ func TestClientIDsDuringSlotMigration(t *testing.T) {
 	rdb := cluster.Client(t)
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
-	s, err := New(rdb, WithClock(clk))
+	s, err := New(rdb, WithTimeSource(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func TestConformance(t *testing.T) {
 			if err := rdb.FlushAll(t.Context()).Err(); err != nil {
 				t.Fatal(err)
 			}
-			s, err := New(rdb, WithLayout(layout), WithClock(clk))
+			s, err := New(rdb, WithLayout(layout), WithTimeSource(clk))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -87,7 +87,7 @@ func (e *env) redissonState(name string, rate, value int64, grants map[time.Dura
 // and never the permits its counter says are free.
 func TestMigrateCarriesNewest(t *testing.T) {
 	e := newEnv(t)
-	native, err := redisstore.New(e.rdb, redisstore.WithClock(e.clk), redisstore.WithPrefix("native:"))
+	native, err := redisstore.New(e.rdb, redisstore.WithTimeSource(e.clk), redisstore.WithPrefix("native:"))
 	if err != nil {
 		t.Fatal(err)
 	}

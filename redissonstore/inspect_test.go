@@ -17,7 +17,7 @@ import (
 func TestInspectAll(t *testing.T) {
 	ctx := context.Background()
 	fake := clock.NewFake(t0)
-	s, err := New(redistest.Start(t).Client(t), WithClock(fake))
+	s, err := New(redistest.Start(t).Client(t), WithTimeSource(fake))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -416,7 +416,7 @@ func runInterop(t *testing.T, layout Layout, traces, stepsPer int) {
 		}
 		r.javaMixed = newJavaSide(t, mixed, layout, r.id, keepAlive, rnd)
 		r.javaModel = newJavaSide(t, model, layout, r.id, keepAlive, rnd)
-		opts := []Option{WithLayout(layout), WithClock(clk), WithKeepAlive(time.Duration(keepAlive) * time.Millisecond)}
+		opts := []Option{WithLayout(layout), WithTimeSource(clk), WithKeepAlive(time.Duration(keepAlive) * time.Millisecond)}
 		if layout == Current {
 			// The store acts as the Java client's Redisson instance, so a
 			// PER_CLIENT limit is shared too. (Legacy: the Limiter's client

@@ -47,12 +47,12 @@ const migrationClient = "redisson-migration"
 // SetResetState (replacing any native limiter of that name) and the grants
 // still in the window are replayed into the native log at their own grant
 // times, through a store on native's client and prefix whose clock reads
-// that time (redisstore.WithClock). Only the permits Redisson counts as in
+// that time (redisstore.WithTimeSource). Only the permits Redisson counts as in
 // use are carried (at most rate: its counter says how many, a Java release
 // having handed some back), taken from the newest grants, which Redisson
 // frees last. The native limiter then refuses exactly as long as
 // Redisson would have, up to the clocks: Redisson's grant times are its
-// clients' clocks, while a redisstore without WithClock reads Redis TIME, so
+// clients' clocks, while a redisstore without WithTimeSource reads Redis TIME, so
 // a Java clock behind Redis by d frees the carried permits d early (ahead: d
 // late).
 //
@@ -91,7 +91,7 @@ func (s *Store) Migrate(ctx context.Context, name string, native *redisstore.Sto
 	}
 	rc := clock.NewFake(time.Time{}) // set to each grant's instant; replays never wait
 	// The native store accepted its client already.
-	replay, err := redisstore.New(native.Client(), redisstore.WithPrefix(native.Prefix()), redisstore.WithClock(rc), redisstore.AllowRetries())
+	replay, err := redisstore.New(native.Client(), redisstore.WithPrefix(native.Prefix()), redisstore.WithTimeSource(rc), redisstore.AllowRetries())
 	if err != nil {
 		return Migration{}, err
 	}

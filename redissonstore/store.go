@@ -17,7 +17,7 @@
 //
 //   - Time is the caller's clock (Redisson passes System.currentTimeMillis()
 //     to its scripts): clients whose clocks disagree disagree on the window.
-//     WithClock injects the clock (tests pass a *clock.Fake).
+//     WithTimeSource injects the clock (tests pass a *clock.Fake).
 //   - Waiting polls as Redisson does: try, sleep the delay the script
 //     returned, try again. Nothing is reserved, so waiters are not served in
 //     order, and a bounded wait may end refused after sleeping.
@@ -153,12 +153,12 @@ func WithLayout(l Layout) Option {
 	}
 }
 
-// WithClock sets the clock whose time the scripts use, as Redisson uses
+// WithTimeSource sets the clock whose time the scripts use, as Redisson uses
 // System.currentTimeMillis(), and on which waits sleep. The default is
 // clock.Real. Every client of a limiter, Java or Go, must agree on the time:
 // a client whose clock runs ahead sees grants age out early and takes permits
 // the others still count as used.
-func WithClock(c clock.Clock) Option {
+func WithTimeSource(c clock.Clock) Option {
 	return func(s *Store) error {
 		if c == nil {
 			return &redlimit.ArgumentError{Arg: "clock", Reason: "must not be nil", Kind: redlimit.ErrInvalidArgument}

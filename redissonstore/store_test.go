@@ -48,7 +48,7 @@ func (e *env) javaSide(layout Layout) *javaSide {
 
 func (e *env) store(opts ...Option) *Store {
 	e.t.Helper()
-	s, err := New(e.rdb, append([]Option{WithClock(e.clk)}, opts...)...)
+	s, err := New(e.rdb, append([]Option{WithTimeSource(e.clk)}, opts...)...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestMigrate(t *testing.T) {
 		if g, _ := e.javaAcquire(layout, name, 1); g {
 			t.Fatal("Redisson granted beyond the rate")
 		}
-		native, err := redisstore.New(e.rdb, redisstore.WithClock(e.clk), redisstore.WithPrefix("native:"))
+		native, err := redisstore.New(e.rdb, redisstore.WithTimeSource(e.clk), redisstore.WithPrefix("native:"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -338,7 +338,7 @@ func TestMigratePerClient(t *testing.T) {
 		e.rdb.ZAdd(e.ctx, k.ClientPermits("c"), redis.Z{Score: float64(e.clk.Now().UnixMilli() + int64(i)), Member: m})
 	}
 	e.rdb.Set(e.ctx, k.ClientValue("c"), 0, 0)
-	native, err := redisstore.New(e.rdb, redisstore.WithClock(e.clk), redisstore.WithPrefix("native:"))
+	native, err := redisstore.New(e.rdb, redisstore.WithTimeSource(e.clk), redisstore.WithPrefix("native:"))
 	if err != nil {
 		t.Fatal(err)
 	}

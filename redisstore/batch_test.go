@@ -30,8 +30,8 @@ func TestBatchDifferential(t *testing.T) {
 	for trace := 0; trace < 150; trace++ {
 		rng := rand.New(rand.NewPCG(uint64(trace), 99))
 		clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-		mem := memstore.New(memstore.WithClock(clk))
-		red, _ := New(rdb, WithPrefix(fmt.Sprintf("batch%d:", trace)), WithClock(clk))
+		mem := memstore.New(memstore.WithTimeSource(clk))
+		red, _ := New(rdb, WithPrefix(fmt.Sprintf("batch%d:", trace)), WithTimeSource(clk))
 		// Limiter 0 has no config; the others one each.
 		type limiter struct {
 			key    redlimit.Key
@@ -173,7 +173,7 @@ func TestConcurrentClientsOneStore(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	s, err := New(rdb, WithClock(clk), WithRefusalCache(0))
+	s, err := New(rdb, WithTimeSource(clk), WithRefusalCache(0))
 	if err != nil {
 		t.Fatal(err)
 	}

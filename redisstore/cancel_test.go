@@ -286,7 +286,7 @@ func newInFlightCase(t *testing.T, p *holdProxy, clk *clock.Fake, cfg redlimit.C
 	// ReadTimeout (3 s, reached on a loaded machine) must not make it send
 	// the call again.
 	rdb := redis.NewClient(&redis.Options{Addr: p.addr(), Protocol: 2, DisableIdentity: true, PoolSize: 1000, ReadTimeout: -1, MaxRetries: -1})
-	st := newStore(t, rdb, append([]redisstore.Option{redisstore.WithClock(clk)}, opts...)...)
+	st := newStore(t, rdb, append([]redisstore.Option{redisstore.WithTimeSource(clk)}, opts...)...)
 	c := &inFlightCase{t: t, clk: clk, store: st, rdb: rdb, cfg: cfg, ctx: context.Background(), name: string(cfg.Algorithm), mode: mode}
 	var err error
 	for _, x := range []**redlimit.Limiter{&c.l, &c.twin} {
@@ -512,7 +512,7 @@ func TestCancelStormAnyMoment(t *testing.T) {
 			cfg.Capacity = int64(waiters) + 10
 		}
 		clk := clock.NewFake(storetest.T0)
-		st := newStore(t, rdb, redisstore.WithClock(clk))
+		st := newStore(t, rdb, redisstore.WithTimeSource(clk))
 		c := &inFlightCase{t: t, clk: clk, store: st, cfg: cfg, ctx: context.Background(), name: string(cfg.Algorithm), mode: "cancelled at 1-10 ms"}
 		var err error
 		for _, x := range []**redlimit.Limiter{&c.l, &c.twin} {

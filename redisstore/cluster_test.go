@@ -20,7 +20,7 @@ func TestCluster(t *testing.T) {
 	rdb := redistest.StartCluster(t, 3, 1).Client(t)
 	t.Run("Conformance", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T, clk *clock.Fake) redlimit.Store {
-			return newStore(t, rdb, redisstore.WithClock(clk))
+			return newStore(t, rdb, redisstore.WithTimeSource(clk))
 		}, storetest.Full())
 	})
 	t.Run("RedisTime", func(t *testing.T) {

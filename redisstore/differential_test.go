@@ -68,8 +68,8 @@ type reservation struct {
 func runTrace(t *testing.T, seed uint64, rdb redis.UniversalClient, seen *outcomes) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	clk := clock.NewFake(storetest.T0)
-	mem := memstore.New(memstore.WithClock(clk))
-	red, err := redisstore.New(rdb, redisstore.WithPrefix(fmt.Sprintf("diff%d:", seed)), redisstore.WithClock(clk))
+	mem := memstore.New(memstore.WithTimeSource(clk))
+	red, err := redisstore.New(rdb, redisstore.WithPrefix(fmt.Sprintf("diff%d:", seed)), redisstore.WithTimeSource(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

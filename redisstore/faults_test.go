@@ -319,13 +319,13 @@ func TestFlushAllBound(t *testing.T) {
 				t.Fatal(err)
 			}
 			clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
-			rs, err := redisstore.New(rdb, redisstore.WithClock(clk))
+			rs, err := redisstore.New(rdb, redisstore.WithTimeSource(clk))
 			if err != nil {
 				t.Fatal(err)
 			}
 			name := fmt.Sprintf("flush-%s-%d", alg, flushAt)
 			onRedis, _ := redlimit.New(rs, name, redlimit.WithConfig(cfg))
-			alone, _ := redlimit.New(memstore.New(memstore.WithClock(clk)), name, redlimit.WithConfig(cfg))
+			alone, _ := redlimit.New(memstore.New(memstore.WithTimeSource(clk)), name, redlimit.WithConfig(cfg))
 			if err := onRedis.SetRate(ctx, cfg); err != nil {
 				t.Fatal(err)
 			}

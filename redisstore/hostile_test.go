@@ -75,7 +75,7 @@ func TestSkewedClients(t *testing.T) {
 	stores := []*clock.Fake{ahead, behind}
 	limiters := make([]*redlimit.Limiter, 2)
 	for i, c := range stores {
-		s, _ := redisstore.New(rdb, redisstore.WithPrefix(prefix), redisstore.WithClock(c))
+		s, _ := redisstore.New(rdb, redisstore.WithPrefix(prefix), redisstore.WithTimeSource(c))
 		limiters[i], _ = redlimit.New(s, "skew", redlimit.WithConfig(cfg))
 	}
 	for step := 0; step < 2000; step++ {

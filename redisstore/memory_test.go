@@ -43,7 +43,7 @@ func TestMemoryPerLimiter(t *testing.T) {
 			alg += ", one PerClient client"
 		}
 		clk := clock.NewFake(storetest.T0)
-		s := newStore(t, rdb, redisstore.WithClock(clk))
+		s := newStore(t, rdb, redisstore.WithTimeSource(clk))
 		l, _ := redlimit.New(s, "mem", redlimit.WithClock(clk))
 		if err := l.SetRate(ctx, c); err != nil {
 			t.Fatal(err)
@@ -60,7 +60,7 @@ func TestMemoryPerLimiter(t *testing.T) {
 	}
 	// 1,000,000 per minute, every millisecond of the window used.
 	clk := clock.NewFake(storetest.T0)
-	s := newStore(t, rdb, redisstore.WithClock(clk))
+	s := newStore(t, rdb, redisstore.WithTimeSource(clk))
 	l, _ := redlimit.New(s, "million", redlimit.WithClock(clk))
 	if err := l.SetRate(ctx, redlimit.PerMinute(1_000_000)); err != nil {
 		t.Fatal(err)

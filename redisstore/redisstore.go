@@ -130,11 +130,11 @@ func WithPrefix(p string) Option {
 	}
 }
 
-// WithClock makes the scripts use c's time instead of Redis TIME. It exists
+// WithTimeSource makes the scripts use c's time instead of Redis TIME. It exists
 // for tests (and for sharing a timeline with a store that has no clock of
 // its own); keys then expire a minute later than the times computed with c,
 // since Redis expires them by its own clock.
-func WithClock(c clock.Clock) Option {
+func WithTimeSource(c clock.Clock) Option {
 	return func(s *Store) error { s.clock = c; return nil }
 }
 

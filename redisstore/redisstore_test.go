@@ -35,7 +35,7 @@ func newStore(t *testing.T, rdb redis.UniversalClient, opts ...redisstore.Option
 func TestConformance(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	storetest.Run(t, func(t *testing.T, clk *clock.Fake) redlimit.Store {
-		return newStore(t, rdb, redisstore.WithClock(clk))
+		return newStore(t, rdb, redisstore.WithTimeSource(clk))
 	}, storetest.Full())
 }
 
@@ -137,7 +137,7 @@ func TestMemoryBounded(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
 	clk := clock.NewFake(storetest.T0)
-	s := newStore(t, rdb, redisstore.WithClock(clk))
+	s := newStore(t, rdb, redisstore.WithTimeSource(clk))
 	l, _ := redlimit.New(s, "big", redlimit.WithClock(clk))
 	if err := l.SetRate(ctx, redlimit.PerMinute(1_000_000)); err != nil {
 		t.Fatal(err)

@@ -35,7 +35,7 @@ func TestRefusalCacheAfterRelease(t *testing.T) {
 			// A fixed clock: the release hands back exactly the permit
 			// taken, and the refusal would stay cached.
 			clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-			opts := []Option{WithPrefix(fmt.Sprintf("rel-%v:", batching)), WithClock(clk)}
+			opts := []Option{WithPrefix(fmt.Sprintf("rel-%v:", batching)), WithTimeSource(clk)}
 			if !batching {
 				opts = append(opts, WithoutBatching())
 			}
@@ -89,7 +89,7 @@ func TestRefusalCacheFullQueue(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	s, err := New(rdb, WithClock(clk))
+	s, err := New(rdb, WithTimeSource(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,6 @@ import (
 func TestSentinel(t *testing.T) {
 	rdb := redistest.StartSentinel(t, 1, 3).Client(t)
 	storetest.Run(t, func(t *testing.T, clk *clock.Fake) redlimit.Store {
-		return newStore(t, rdb, redisstore.WithClock(clk))
+		return newStore(t, rdb, redisstore.WithTimeSource(clk))
 	}, storetest.Full())
 }

@@ -23,7 +23,7 @@ func TestMillisecondStateIsANewEpoch(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
 	clk := clock.NewFake(storetest.T0)
-	s := newStore(t, rdb, redisstore.WithClock(clk))
+	s := newStore(t, rdb, redisstore.WithTimeSource(clk))
 	ms := storetest.T0.UnixMilli()
 	cases := []struct {
 		cfg redlimit.Config

@@ -70,9 +70,9 @@ type reservation struct {
 func runTrace(t *testing.T, seed uint64, seen *outcomes) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	clk := clock.NewFake(storetest.T0)
-	plain := memstore.New(memstore.WithClock(clk))
+	plain := memstore.New(memstore.WithTimeSource(clk))
 	stales := []time.Duration{time.Millisecond, 20 * time.Millisecond, 0, time.Hour}
-	cache, err := refusalcache.New(memstore.New(memstore.WithClock(clk)), refusalcache.Settings{MaxStale: stales[rng.IntN(len(stales))], Clock: clk})
+	cache, err := refusalcache.New(memstore.New(memstore.WithTimeSource(clk)), refusalcache.Settings{MaxStale: stales[rng.IntN(len(stales))], Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

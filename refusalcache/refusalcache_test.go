@@ -16,7 +16,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, clk *clock.Fake) redlimit.Store {
-		s, err := refusalcache.New(memstore.New(memstore.WithClock(clk)), refusalcache.Settings{Clock: clk})
+		s, err := refusalcache.New(memstore.New(memstore.WithTimeSource(clk)), refusalcache.Settings{Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +34,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, set refusalcache.Settings) *fixture {
 	clk := clock.NewFake(storetest.T0)
-	mem := memstore.New(memstore.WithClock(clk))
+	mem := memstore.New(memstore.WithTimeSource(clk))
 	set.Clock = clk
 	cache, err := refusalcache.New(mem, set)
 	if err != nil {
@@ -330,7 +330,7 @@ func (g *gate) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Con
 func TestReleaseDuringRefusal(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(storetest.T0)
-	g := &gate{Store: memstore.New(memstore.WithClock(clk))}
+	g := &gate{Store: memstore.New(memstore.WithTimeSource(clk))}
 	cache, err := refusalcache.New(g, refusalcache.Settings{Clock: clk, MaxStale: time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -212,7 +212,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 // run sends the arrivals to one limiter of cfg on a store of its own.
 func (rep *Report) run(ctx context.Context, cfg redlimit.Config) (Result, error) {
 	fake := clock.NewFake(rep.Start)
-	l, err := redlimit.New(memstore.New(memstore.WithClock(fake)), "simulate", redlimit.WithClock(fake))
+	l, err := redlimit.New(memstore.New(memstore.WithTimeSource(fake)), "simulate", redlimit.WithClock(fake))
 	if err != nil {
 		return Result{}, err
 	}

@@ -134,7 +134,7 @@ func backends(t *testing.T) []backend {
 	redisClock := clock.NewFake(t0)
 	srv := redistest.Start(t)
 	return []backend{
-		{name: "memory", deps: deps{Clock: memClock, MemStore: memstore.New(memstore.WithClock(memClock))}, fake: memClock},
+		{name: "memory", deps: deps{Clock: memClock, MemStore: memstore.New(memstore.WithTimeSource(memClock))}, fake: memClock},
 		{name: "redis", args: []string{"--redis", srv.URL()}, deps: deps{Clock: redisClock}, fake: redisClock},
 	}
 }

@@ -37,7 +37,7 @@ func (c *cli) openRedisson(sf *storeFlags, rf *redissonFlags) (*redissonstore.St
 	}
 	opts := []redissonstore.Option{redissonstore.WithLayout(layout)}
 	if c.deps.Clock != nil {
-		opts = append(opts, redissonstore.WithClock(c.deps.Clock))
+		opts = append(opts, redissonstore.WithTimeSource(c.deps.Clock))
 	}
 	rs, err := redissonstore.New(rdb, opts...)
 	if err != nil {
@@ -46,7 +46,7 @@ func (c *cli) openRedisson(sf *storeFlags, rf *redissonFlags) (*redissonstore.St
 	}
 	nopts := []redisstore.Option{redisstore.WithPrefix(sf.prefix)}
 	if c.deps.Clock != nil {
-		nopts = append(nopts, redisstore.WithClock(c.deps.Clock))
+		nopts = append(nopts, redisstore.WithTimeSource(c.deps.Clock))
 	}
 	native, err := redisstore.New(rdb, nopts...)
 	if err != nil {

@@ -18,7 +18,7 @@ func redissonSide(t *testing.T) (*redistest.Server, *clock.Fake, *redissonstore.
 	t.Helper()
 	srv := redistest.Start(t)
 	fake := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	java, err := redissonstore.New(srv.Client(t), redissonstore.WithClock(fake))
+	java, err := redissonstore.New(srv.Client(t), redissonstore.WithTimeSource(fake))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func (c *cli) openStore(sf *storeFlags) (redlimit.Store, func(), error) {
 		}
 		var opts []memstore.Option
 		if c.deps.Clock != nil {
-			opts = append(opts, memstore.WithClock(c.deps.Clock))
+			opts = append(opts, memstore.WithTimeSource(c.deps.Clock))
 		}
 		c.freshMemory = true
 		return memstore.New(opts...), func() {}, nil
@@ -50,7 +50,7 @@ func (c *cli) openStore(sf *storeFlags) (redlimit.Store, func(), error) {
 	}
 	opts := []redisstore.Option{redisstore.WithPrefix(sf.prefix)}
 	if c.deps.Clock != nil {
-		opts = append(opts, redisstore.WithClock(c.deps.Clock))
+		opts = append(opts, redisstore.WithTimeSource(c.deps.Clock))
 	}
 	s, err := redisstore.New(rdb, opts...)
 	if err != nil {

@@ -85,31 +85,6 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	return "", &ArgumentError{Arg: "algorithm", Value: s, Reason: fmt.Sprintf("must be one of %v", registered()), Kind: ErrInvalidArgument}
 }
 
-// Limits on a Config, chosen so that every value stays exact as a Lua
-// number (2^53). Stores count time in microseconds since the Unix epoch for
-// the fixed window, the sliding counter and the buckets (milliseconds for
-// the sliding log, whose entries are per millisecond), so grants keep to
-// their spacing for rates up to 10^6 per second. Each algorithm's Spec
-// (package algorithm) says which of them bind it.
-const (
-	// MaxRate bounds Rate, Burst and Capacity.
-	MaxRate int64 = algorithm.MaxRate
-	// MinInterval is the shortest Interval. Intervals are whole
-	// milliseconds: that is how a config is stored (and shared with
-	// older clients); spacing finer than a millisecond comes from the
-	// rate, such as 1000 per millisecond.
-	MinInterval time.Duration = algorithm.MinInterval
-	MaxInterval time.Duration = algorithm.MaxInterval
-	// MaxBucketInterval bounds the buckets' and the sliding counter's
-	// Interval, whose arithmetic multiplies counts by microseconds.
-	MaxBucketInterval time.Duration = algorithm.MaxBucketInterval
-	// MaxCountTimesInterval bounds Rate, Burst and Capacity times Interval
-	// in microseconds for those algorithms: 2^53, exact in Lua. So at most
-	// about 9.0e9 per second, 1.5e8 per minute, 2.5e6 per hour, 104249
-	// per day (a fixed window or sliding log takes up to MaxRate).
-	MaxCountTimesInterval int64 = algorithm.MaxExact
-)
-
 // Config is a limiter's configuration. It is stored with the limiter, so a
 // change reaches every client.
 type Config struct {
@@ -117,7 +92,7 @@ type Config struct {
 	Algorithm Algorithm
 	// Mode: Overall (the zero value) or PerClient.
 	Mode Mode
-	// Rate is the number of permits per Interval, 1..MaxRate.
+	// Rate is the number of permits per Interval, 1..2^40 (algorithm.MaxRate).
 	Rate int64
 	// Interval is a whole number of milliseconds, MinInterval..MaxInterval
 	// (MaxBucketInterval for sliding-counter, token-bucket, leaky-bucket,
@@ -218,14 +193,14 @@ func (c Config) Normalize() (Config, error) {
 	if c.Mode != Overall && c.Mode != PerClient {
 		return c, &ArgumentError{Arg: "mode", Value: c.Mode.String(), Reason: "unknown mode", Kind: ErrInvalidArgument}
 	}
-	if c.Rate <= 0 || c.Rate > MaxRate {
-		return c, &ArgumentError{Arg: "rate", Value: fmt.Sprint(c.Rate), Reason: fmt.Sprintf("must be 1..%d", MaxRate), Kind: ErrInvalidArgument}
+	if c.Rate <= 0 || c.Rate > algorithm.MaxRate {
+		return c, &ArgumentError{Arg: "rate", Value: fmt.Sprint(c.Rate), Reason: fmt.Sprintf("must be 1..%d", algorithm.MaxRate), Kind: ErrInvalidArgument}
 	}
 	switch {
 	case c.Interval < spec.MinInterval:
 		return c, &ArgumentError{Arg: "interval", Value: c.Interval.String(), Reason: "must be at least " + shortDuration(spec.MinInterval), Kind: ErrInvalidArgument}
-	case c.Interval > MaxInterval:
-		return c, &ArgumentError{Arg: "interval", Value: c.Interval.String(), Reason: "must be at most " + MaxInterval.String(), Kind: ErrInvalidArgument}
+	case c.Interval > algorithm.MaxInterval:
+		return c, &ArgumentError{Arg: "interval", Value: c.Interval.String(), Reason: "must be at most " + algorithm.MaxInterval.String(), Kind: ErrInvalidArgument}
 	case c.Interval%time.Millisecond != 0:
 		return c, &ArgumentError{Arg: "interval", Value: c.Interval.String(), Reason: "must be a whole number of milliseconds", Kind: ErrInvalidArgument}
 	}
@@ -244,11 +219,11 @@ func (c Config) Normalize() (Config, error) {
 			c.Capacity = d.Capacity
 		}
 	}
-	if c.Burst < 0 || c.Burst > MaxRate {
-		return c, &ArgumentError{Arg: "burst", Value: fmt.Sprint(c.Burst), Reason: fmt.Sprintf("must be 1..%d", MaxRate), Kind: ErrInvalidArgument}
+	if c.Burst < 0 || c.Burst > algorithm.MaxRate {
+		return c, &ArgumentError{Arg: "burst", Value: fmt.Sprint(c.Burst), Reason: fmt.Sprintf("must be 1..%d", algorithm.MaxRate), Kind: ErrInvalidArgument}
 	}
-	if c.Capacity < 0 || c.Capacity > MaxRate {
-		return c, &ArgumentError{Arg: "capacity", Value: fmt.Sprint(c.Capacity), Reason: fmt.Sprintf("must be 1..%d", MaxRate), Kind: ErrInvalidArgument}
+	if c.Capacity < 0 || c.Capacity > algorithm.MaxRate {
+		return c, &ArgumentError{Arg: "capacity", Value: fmt.Sprint(c.Capacity), Reason: fmt.Sprintf("must be 1..%d", algorithm.MaxRate), Kind: ErrInvalidArgument}
 	}
 	if c.Interval > spec.MaxInterval {
 		return c, &ArgumentError{Arg: "interval", Value: c.Interval.String(), Reason: "must be at most " + shortDuration(spec.MaxInterval) + " for " + spec.Name, Kind: ErrInvalidArgument}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/algorithm"
 )
 
 // TestCapsKeepMicrosecondProductsExact: the buckets and the sliding counter
@@ -14,8 +15,8 @@ import (
 // MaxRate whatever the interval.
 func TestCapsKeepMicrosecondProductsExact(t *testing.T) {
 	day := 24 * time.Hour
-	perDay := redlimit.MaxCountTimesInterval / day.Microseconds() // 104249
-	perSecond := redlimit.MaxCountTimesInterval / time.Second.Microseconds()
+	perDay := algorithm.MaxExact / day.Microseconds() // 104249
+	perSecond := algorithm.MaxExact / time.Second.Microseconds()
 	for _, tc := range []struct {
 		cfg redlimit.Config
 		ok  bool
@@ -29,8 +30,8 @@ func TestCapsKeepMicrosecondProductsExact(t *testing.T) {
 		{redlimit.TokenBucketConfig(perSecond, time.Second, 0), true},
 		{redlimit.TokenBucketConfig(perSecond+1, time.Second, 0), false},
 		{redlimit.TokenBucketConfig(1000, time.Millisecond, 1), true}, // 10^6 per second
-		{redlimit.PerInterval(redlimit.MaxRate, day).WithAlgorithm(redlimit.FixedWindow), true},
-		{redlimit.PerInterval(redlimit.MaxRate, day), true},
+		{redlimit.PerInterval(algorithm.MaxRate, day).WithAlgorithm(redlimit.FixedWindow), true},
+		{redlimit.PerInterval(algorithm.MaxRate, day), true},
 	} {
 		_, err := tc.cfg.Normalize()
 		if tc.ok && err != nil || !tc.ok && !errors.Is(err, redlimit.ErrInvalidArgument) {

@@ -51,6 +51,11 @@ var (
 	// no room for the permits, however long the caller would wait. It
 	// matches ErrRefused.
 	ErrQueueFull = fmt.Errorf("%w: the leaky bucket's queue is full", ErrRefused)
+	// ErrCircuitOpen: a circuit breaker in front of the store (package breaker)
+	// has seen the store fail and answers at once, without calling it, until a
+	// probe finds it back. It is also an ErrUnavailable, so the failure policy
+	// and the fallback answer it as they answer any outage.
+	ErrCircuitOpen error = circuitOpen{}
 )
 
 // RefusalError is Acquire's error when the permits were not granted:

@@ -21,12 +21,6 @@ const (
 	FailOpen
 )
 
-// ErrCircuitOpen: a circuit breaker in front of the store (package breaker)
-// has seen the store fail and answers at once, without calling it, until a
-// probe finds it back. It is also an ErrUnavailable, so the failure policy
-// and the fallback answer it as they answer any outage.
-var ErrCircuitOpen error = circuitOpen{}
-
 type circuitOpen struct{}
 
 func (circuitOpen) Error() string { return "redlimit: store unavailable: circuit breaker open" }

@@ -26,7 +26,7 @@ func FuzzConfig(f *testing.F) {
 			}
 			return
 		}
-		if n.Rate < 1 || n.Rate > redlimit.MaxRate || n.Interval < time.Millisecond || n.MaxPermits() < 1 {
+		if n.Rate < 1 || n.Rate > algorithm.MaxRate || n.Interval < time.Millisecond || n.MaxPermits() < 1 {
 			t.Fatalf("Normalize(%+v) accepted %+v", c, n)
 		}
 		spec := algorithm.Lookup(string(n.Algorithm))
@@ -54,8 +54,8 @@ func FuzzName(f *testing.F) {
 	f.Add("")
 	f.Add("{a}\x00\xff")
 	f.Fuzz(func(t *testing.T, name string) {
-		err := redlimit.ValidateName(name)
-		if (err == nil) != (len(name) >= 1 && len(name) <= redlimit.MaxNameLen) {
+		err := (redlimit.Key{Name: name}).ValidateName()
+		if (err == nil) != (len(name) >= 1 && len(name) <= 1024) {
 			t.Fatalf("ValidateName(%q) = %v", name, err)
 		}
 		if err != nil && !errors.Is(err, redlimit.ErrInvalidArgument) {

@@ -271,7 +271,7 @@ type Option func(*Limiter) error
 // PerClient mode. The default is a random ID per Limiter.
 func WithClientID(id string) Option {
 	return func(l *Limiter) error {
-		if err := ValidateClientID(id); err != nil {
+		if err := validateClientID(id); err != nil {
 			return err
 		}
 		l.client = id
@@ -380,7 +380,7 @@ func New(store Store, name string, opts ...Option) (*Limiter, error) {
 	if store == nil {
 		return nil, &ArgumentError{Arg: "store", Reason: "must not be nil", Kind: ErrInvalidArgument}
 	}
-	if err := ValidateName(name); err != nil {
+	if err := validateName(name); err != nil {
 		return nil, err
 	}
 	l := &Limiter{store: store, name: name, clock: clock.Real, maxWait: -1}
@@ -390,7 +390,7 @@ func New(store Store, name string, opts ...Option) (*Limiter, error) {
 		}
 	}
 	if l.client == "" {
-		l.client = NewClientID()
+		l.client = newClientID()
 	}
 	if l.override {
 		if l.wanted.Load() == nil {
@@ -716,7 +716,7 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 	}
 	known := l.knownConfig()
 	mustGrant := maxWait < 0
-	if err := ValidatePermits(n); err != nil {
+	if err := validatePermits(n); err != nil {
 		return Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -904,7 +904,7 @@ func (l *Limiter) Delete(ctx context.Context) (bool, error) {
 // go then, as with Delete (PerClient state expires on its own once idle). It
 // reports whether a config existed.
 func (l *Limiter) Expire(ctx context.Context, ttl time.Duration) (bool, error) {
-	if err := ValidateTTL(ttl); err != nil {
+	if err := validateTTL(ttl); err != nil {
 		return false, err
 	}
 	return l.store.Expire(ctx, l.name, ttl)

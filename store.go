@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 	"unicode/utf8"
+
+	"github.com/redlimit/redlimit/algorithm"
 )
 
 // Store keeps limiters' configs and state. The memory store
@@ -72,8 +74,8 @@ func (m SetMode) String() string {
 	return setModeNames[m]
 }
 
-// ValidateSetMode checks that m is one of the three modes.
-func ValidateSetMode(m SetMode) error {
+// Validate checks that m is one of the three modes.
+func (m SetMode) Validate() error {
 	if m < 0 || int(m) >= len(setModeNames) {
 		return &ArgumentError{Arg: "set mode", Value: fmt.Sprint(int(m)), Reason: "unknown", Kind: ErrInvalidArgument}
 	}
@@ -111,47 +113,47 @@ type Decision struct {
 	Full bool
 }
 
-// MaxNameLen is the longest limiter name, in bytes.
-const MaxNameLen = 1024
+// maxNameLen is the longest limiter name, in bytes.
+const maxNameLen = 1024
 
-// MaxClientIDLen is the longest client ID, in bytes.
-const MaxClientIDLen = 256
+// maxClientIDLen is the longest client ID, in bytes.
+const maxClientIDLen = 256
 
 // Validate checks k as the Store calls that take a Key do: a Name of
 // 1..1024 bytes, any bytes at all (stores encode names so that no name can
 // reach another limiter's keys), and a Client of 1..256 bytes of printable
 // UTF-8. Stores call it before anything else; the Limiter already has.
 func (k Key) Validate() error {
-	if err := ValidateName(k.Name); err != nil {
+	if err := validateName(k.Name); err != nil {
 		return err
 	}
-	return ValidateClientID(k.Client)
+	return validateClientID(k.Client)
 }
 
 // ValidateName checks only k.Name, for the Store calls that take a name
 // (SetConfig, Config, Delete, ClearExpire).
-func (k Key) ValidateName() error { return ValidateName(k.Name) }
+func (k Key) ValidateName() error { return validateName(k.Name) }
+
+// ValidateClient checks only k.Client, for a client ID given on its own.
+func (k Key) ValidateClient() error { return validateClientID(k.Client) }
 
 // ValidateTTL checks k.Name and a TTL as Store.Expire takes them: the TTL
 // at least 1 ms.
 func (k Key) ValidateTTL(ttl time.Duration) error {
-	if err := ValidateName(k.Name); err != nil {
+	if err := validateName(k.Name); err != nil {
 		return err
 	}
-	return ValidateTTL(ttl)
+	return validateTTL(ttl)
 }
-
-// Validate checks that m is one of the three modes.
-func (m SetMode) Validate() error { return ValidateSetMode(m) }
 
 // ValidatePermits checks a permit count against c: at least 1, at most
 // c.MaxPermits() (its rate, burst or capacity; ErrPermitsExceedRate beyond).
 // A zero Config (a store that has not read the limiter's config yet)
-// bounds it by MaxRate only: the store checks again against the stored
+// bounds it by algorithm.MaxRate only: the store checks again against the stored
 // config, since a client's copy may be out of date.
 func (c Config) ValidatePermits(n int64) error {
 	if c.Rate == 0 {
-		return ValidatePermits(n)
+		return validatePermits(n)
 	}
 	if n > 0 && n <= c.MaxPermits() {
 		return nil
@@ -159,18 +161,18 @@ func (c Config) ValidatePermits(n int64) error {
 	if n <= 0 {
 		return permitsError(n)
 	}
-	return PermitsExceedRate(n, c.MaxPermits())
+	return permitsExceedRate(n, c.MaxPermits())
 }
 
 // WithNewEpoch returns c with a fresh random epoch, as a store gives a
 // limiter it creates or resets: a positive integer below 2^52, exact in
 // every store.
-func (c Config) WithNewEpoch() Config { c.Epoch = NewEpoch(); return c }
+func (c Config) WithNewEpoch() Config { c.Epoch = newEpoch(); return c }
 
-// ValidateName checks a limiter name: 1..MaxNameLen bytes, any bytes at all
+// validateName checks a limiter name: 1..maxNameLen bytes, any bytes at all
 // (stores encode names so that no name can reach another limiter's keys).
-func ValidateName(name string) error {
-	if name != "" && len(name) <= MaxNameLen {
+func validateName(name string) error {
+	if name != "" && len(name) <= maxNameLen {
 		return nil // small enough to inline: the check every call makes
 	}
 	return nameError(name)
@@ -180,19 +182,19 @@ func nameError(name string) error {
 	if name == "" {
 		return &ArgumentError{Arg: "name", Reason: "must not be empty", Kind: ErrInvalidArgument}
 	}
-	if len(name) > MaxNameLen {
-		return &ArgumentError{Arg: "name", Reason: fmt.Sprintf("is %d bytes, at most %d allowed", len(name), MaxNameLen), Kind: ErrInvalidArgument}
+	if len(name) > maxNameLen {
+		return &ArgumentError{Arg: "name", Reason: fmt.Sprintf("is %d bytes, at most %d allowed", len(name), maxNameLen), Kind: ErrInvalidArgument}
 	}
 	return nil
 }
 
-// ValidateClientID checks a client ID: 1..MaxClientIDLen bytes of printable UTF-8.
-func ValidateClientID(id string) error {
-	if printableASCII(id) && id != "" && len(id) <= MaxClientIDLen {
+// validateClientID checks a client ID: 1..maxClientIDLen bytes of printable UTF-8.
+func validateClientID(id string) error {
+	if printableASCII(id) && id != "" && len(id) <= maxClientIDLen {
 		return nil // the common case, checked on every call
 	}
-	if id == "" || len(id) > MaxClientIDLen || !utf8.ValidString(id) {
-		return &ArgumentError{Arg: "client ID", Value: id, Reason: fmt.Sprintf("must be 1..%d bytes of UTF-8", MaxClientIDLen), Kind: ErrInvalidArgument}
+	if id == "" || len(id) > maxClientIDLen || !utf8.ValidString(id) {
+		return &ArgumentError{Arg: "client ID", Value: id, Reason: fmt.Sprintf("must be 1..%d bytes of UTF-8", maxClientIDLen), Kind: ErrInvalidArgument}
 	}
 	for _, r := range id {
 		if r < 0x20 || r == 0x7f {
@@ -212,11 +214,11 @@ func printableASCII(s string) bool {
 	return true
 }
 
-// ValidatePermits checks a permit count. Whether it exceeds the rate is
+// validatePermits checks a permit count. Whether it exceeds the rate is
 // checked by the store against the stored config (a client's copy may be
 // out of date), before any state is touched.
-func ValidatePermits(n int64) error {
-	if n > 0 && n <= MaxRate {
+func validatePermits(n int64) error {
+	if n > 0 && n <= algorithm.MaxRate {
 		return nil // small enough to inline: the check every call makes
 	}
 	return permitsError(n)
@@ -226,36 +228,36 @@ func permitsError(n int64) error {
 	if n <= 0 {
 		return &ArgumentError{Arg: "permits", Value: fmt.Sprint(n), Reason: "must be at least 1", Kind: ErrInvalidArgument}
 	}
-	if n > MaxRate {
-		return PermitsExceedRate(n, MaxRate)
+	if n > algorithm.MaxRate {
+		return permitsExceedRate(n, algorithm.MaxRate)
 	}
 	return nil
 }
 
-// ValidateTTL checks a TTL for Expire: at least 1 ms.
-func ValidateTTL(ttl time.Duration) error {
+// validateTTL checks a TTL for Expire: at least 1 ms.
+func validateTTL(ttl time.Duration) error {
 	if ttl < time.Millisecond {
 		return &ArgumentError{Arg: "ttl", Value: ttl.String(), Reason: "must be at least 1ms", Kind: ErrInvalidArgument}
 	}
 	return nil
 }
 
-// PermitsExceedRate is the error for asking n permits of a limiter that
+// permitsExceedRate is the error for asking n permits of a limiter that
 // grants at most max at once (its rate, burst or capacity).
-func PermitsExceedRate(n, max int64) error {
+func permitsExceedRate(n, max int64) error {
 	return &ArgumentError{Arg: "permits", Value: fmt.Sprint(n), Reason: fmt.Sprintf("exceed %d, the most this limiter can grant at once", max), Kind: ErrPermitsExceedRate}
 }
 
-// NewEpoch returns a fresh random epoch for a created or reset limiter: a
+// newEpoch returns a fresh random epoch for a created or reset limiter: a
 // positive integer below 2^52, exact in every store.
-func NewEpoch() int64 {
+func newEpoch() int64 {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return int64(binary.LittleEndian.Uint64(b[:])>>12) | 1
 }
 
-// NewClientID returns a random client ID.
-func NewClientID() string {
+// newClientID returns a random client ID.
+func newClientID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%x", b)

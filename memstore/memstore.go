@@ -377,14 +377,14 @@ func (l *limiter) forget(now int64) {
 
 // SetConfig implements redlimit.Store.
 func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config, how redlimit.SetMode) (redlimit.Config, bool, error) {
-	if err := redlimit.ValidateName(name); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return redlimit.Config{}, false, err
 	}
 	c, err := cfg.Normalize()
 	if err != nil {
 		return redlimit.Config{}, false, err
 	}
-	if err := redlimit.ValidateSetMode(how); err != nil {
+	if err := how.Validate(); err != nil {
 		return redlimit.Config{}, false, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -402,7 +402,7 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	case old != nil && how == redlimit.SetKeepState && old.Algorithm == c.Algorithm:
 		c.Epoch = old.Epoch // another algorithm's state means nothing: a new epoch
 	default:
-		c.Epoch = redlimit.NewEpoch()
+		c = c.WithNewEpoch()
 	}
 	kept := old != nil && old.Epoch == c.Epoch
 	p, _ := s.intern(c) // c is normalized
@@ -430,7 +430,7 @@ func touches(c *conf) bool {
 
 // Config implements redlimit.Store.
 func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error) {
-	if err := redlimit.ValidateName(name); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return redlimit.Config{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -468,7 +468,7 @@ func (s *Store) end(k *call) { s.done(k.sh, k.l, k.now) }
 // limiter, restoring its config from known when it was lost. The errors
 // come in a fixed order: name, known config, context, not initialized.
 func (s *Store) begin(ctx context.Context, name string, known *redlimit.Config) (call, error) {
-	if err := redlimit.ValidateName(name); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return call{}, err
 	}
 	// The clock is read before the lock, as x/time/rate's callers do, so
@@ -529,7 +529,7 @@ func (s *Store) abandon(sh *shard, name string, l *limiter) {
 // Acquire implements redlimit.Store. It fills its named result in place:
 // a Decision is large enough that copying it shows on the hot path.
 func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (out redlimit.Decision, err error) {
-	if err := redlimit.ValidatePermits(n); err != nil {
+	if err := (redlimit.Config{}).ValidatePermits(n); err != nil {
 		return out, err
 	}
 	k, err := s.begin(ctx, key.Name, &known)
@@ -538,7 +538,7 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 	}
 	if n > k.c.max {
 		s.end(&k)
-		return out, redlimit.PermitsExceedRate(n, k.c.max)
+		return out, k.c.Config.ValidatePermits(n)
 	}
 	lg := k.l.overallLog(k.c, k.now)
 	if lg == nil {
@@ -582,7 +582,7 @@ func waitUnits(d time.Duration, unit int64) int64 {
 // Cancel implements redlimit.Store.
 func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Config, at time.Time, n int64) (int64, error) {
 	if n <= 0 {
-		return 0, redlimit.ValidatePermits(n)
+		return 0, (redlimit.Config{}).ValidatePermits(n)
 	}
 	k, err := s.begin(ctx, key.Name, &known)
 	if err != nil {
@@ -596,7 +596,7 @@ func (s *Store) Cancel(ctx context.Context, key redlimit.Key, known redlimit.Con
 // Release implements redlimit.Store.
 func (s *Store) Release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, upTo time.Time) (int64, error) {
 	if n <= 0 {
-		return 0, redlimit.ValidatePermits(n)
+		return 0, (redlimit.Config{}).ValidatePermits(n)
 	}
 	k, err := s.begin(ctx, key.Name, &known)
 	if err != nil {
@@ -627,7 +627,7 @@ func (s *Store) Available(ctx context.Context, key redlimit.Key, known redlimit.
 // admin runs f on name's limiter under its lock, after the checks that
 // Delete, Expire and ClearExpire share; a name never used reports false.
 func (s *Store) admin(ctx context.Context, name string, f func(sh *shard, l *limiter, now int64) bool) (bool, error) {
-	if err := redlimit.ValidateName(name); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return false, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -663,7 +663,7 @@ func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
 
 // Expire implements redlimit.Store.
 func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (bool, error) {
-	if err := redlimit.ValidateTTL(ttl); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateTTL(ttl); err != nil {
 		return false, err
 	}
 	return s.admin(ctx, name, func(sh *shard, l *limiter, now int64) bool {

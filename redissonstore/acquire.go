@@ -10,15 +10,12 @@ import (
 
 // checkKey validates a key as every store does.
 func checkKey(key redlimit.Key) error {
-	if err := redlimit.ValidateName(key.Name); err != nil {
-		return err
-	}
-	return redlimit.ValidateClientID(key.Client)
+	return key.Validate()
 }
 
 // checkPermits validates n, including Redisson's 4-byte limit per grant.
 func checkPermits(n int64) error {
-	if err := redlimit.ValidatePermits(n); err != nil {
+	if err := (redlimit.Config{}).ValidatePermits(n); err != nil {
 		return err
 	}
 	if n > MaxPermits {
@@ -85,7 +82,7 @@ func (s *Store) tryOnce(ctx context.Context, key redlimit.Key, known redlimit.Co
 		case -4:
 			continue
 		case -2:
-			return redlimit.Decision{}, redlimit.PermitsExceedRate(n, r.cfg.Rate)
+			return redlimit.Decision{}, r.cfg.ValidatePermits(n)
 		case 0, 1:
 		default:
 			return redlimit.Decision{}, fmt.Errorf("%w: script reply code %d", redlimit.ErrCorrupt, r.code)
@@ -127,7 +124,7 @@ func (s *Store) giveBack(ctx context.Context, key redlimit.Key, known redlimit.C
 		return 0, err
 	}
 	if n <= 0 {
-		return 0, redlimit.ValidatePermits(n)
+		return 0, (redlimit.Config{}).ValidatePermits(n)
 	}
 	args := append([]any{n, s.nowMillis(), at}, s.knownArgs(known)...)
 	r, err := s.run(ctx, giveBackScript, key.Name, scriptKeys(key.Name, s.client(key)), args, 1)

@@ -28,7 +28,7 @@ import (
 //     find them either). A change of type deletes the state, as Redisson's
 //     setRate does.
 func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config, how redlimit.SetMode) (redlimit.Config, bool, error) {
-	if err := redlimit.ValidateName(name); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return redlimit.Config{}, false, err
 	}
 	c, err := cfg.Normalize()
@@ -38,7 +38,7 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 	if err := s.checkConfig(c); err != nil {
 		return redlimit.Config{}, false, err
 	}
-	if err := redlimit.ValidateSetMode(how); err != nil {
+	if err := how.Validate(); err != nil {
 		return redlimit.Config{}, false, err
 	}
 	h := how.String()
@@ -61,7 +61,7 @@ func (s *Store) SetConfig(ctx context.Context, name string, cfg redlimit.Config,
 // A hash missing rate, interval or type is ErrNotInitialized, as Redisson's
 // scripts see it ("RateLimiter is not initialized").
 func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error) {
-	if err := redlimit.ValidateName(name); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return redlimit.Config{}, err
 	}
 	vals, err := s.rdb.HMGet(ctx, KeysOf(name).Config, hashFields...).Result()
@@ -87,7 +87,7 @@ func (s *Store) stateKeys(name string) []string {
 // Other clients' PER_CLIENT keys are left (in the current layout they expire
 // with keepAliveTime, if set; in the legacy layout never).
 func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
-	if err := redlimit.ValidateName(name); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return false, err
 	}
 	var existed *redis.IntCmd
@@ -107,10 +107,7 @@ func (s *Store) Delete(ctx context.Context, name string) (bool, error) {
 // current layout with no keepAliveTime, Redisson's acquires copy the
 // config's TTL to the state keys.
 func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (bool, error) {
-	if err := redlimit.ValidateName(name); err != nil {
-		return false, err
-	}
-	if err := redlimit.ValidateTTL(ttl); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateTTL(ttl); err != nil {
 		return false, err
 	}
 	var cmds []*redis.BoolCmd
@@ -129,7 +126,7 @@ func (s *Store) Expire(ctx context.Context, name string, ttl time.Duration) (boo
 // ClearExpire implements redlimit.Store as Redisson's clearExpire: PERSIST
 // on every key it can name; it reports whether any TTL was removed.
 func (s *Store) ClearExpire(ctx context.Context, name string) (bool, error) {
-	if err := redlimit.ValidateName(name); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return false, err
 	}
 	var cmds []*redis.BoolCmd

@@ -213,14 +213,14 @@ func (s *Store) InspectAll(ctx context.Context, name string) (*Inspection, error
 // every known encoding are decoded; an unreadable one is reported in its
 // Grant, not as an error. Inspect writes nothing.
 func (s *Store) Inspect(ctx context.Context, name string, clients ...string) (*Inspection, error) {
-	if err := redlimit.ValidateName(name); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return nil, err
 	}
 	if len(clients) == 0 && s.clientID != "" {
 		clients = []string{s.clientID}
 	}
 	for _, c := range clients {
-		if err := redlimit.ValidateClientID(c); err != nil {
+		if err := (redlimit.Key{Client: c}).ValidateClient(); err != nil {
 			return nil, err
 		}
 	}
@@ -316,7 +316,7 @@ func (s *Store) Inspect(ctx context.Context, name string, clients ...string) (*I
 // every primary of a Cluster). It is O(keys in the database): for tools, not
 // for the request path.
 func (s *Store) ClientIDs(ctx context.Context, name string) ([]string, error) {
-	if err := redlimit.ValidateName(name); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return nil, err
 	}
 	k := KeysOf(name)
@@ -349,7 +349,7 @@ func (s *Store) ClientIDs(ctx context.Context, name string) ([]string, error) {
 	}
 	ids := make([]string, 0, len(found))
 	for id := range found {
-		if redlimit.ValidateClientID(id) == nil {
+		if (redlimit.Key{Client: id}).ValidateClient() == nil {
 			ids = append(ids, id)
 		}
 	}

@@ -65,7 +65,7 @@ func (s *Store) Migrate(ctx context.Context, name string, native *redisstore.Sto
 	if native == nil {
 		return Migration{}, &redlimit.ArgumentError{Arg: "native store", Reason: "must not be nil", Kind: redlimit.ErrInvalidArgument}
 	}
-	if err := redlimit.ValidateName(name); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return Migration{}, err
 	}
 	cfg, err := s.Config(ctx, name)

@@ -43,6 +43,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/algorithm"
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redisclient"
 	"github.com/redlimit/redlimit/internal/rediserr"
@@ -177,7 +178,7 @@ func WithTimeSource(c clock.Clock) Option {
 // Key.Client (redlimit.WithClientID, or a random id per Limiter) is a client.
 func WithClientID(id string) Option {
 	return func(s *Store) error {
-		if err := redlimit.ValidateClientID(id); err != nil {
+		if err := (redlimit.Key{Client: id}).ValidateClient(); err != nil {
 			return err
 		}
 		s.clientID = id
@@ -453,7 +454,7 @@ func decodeConfig(name string, v []any) (redlimit.Config, time.Duration, error) 
 	if text[2] == "1" {
 		c.Mode = redlimit.PerClient
 	}
-	if interval > 0 && interval <= int64(redlimit.MaxInterval/time.Millisecond) {
+	if interval > 0 && interval <= int64(algorithm.MaxInterval/time.Millisecond) {
 		c.Interval = time.Duration(interval) * time.Millisecond
 	}
 	if _, err := c.Normalize(); err != nil {

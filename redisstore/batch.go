@@ -13,7 +13,7 @@ import (
 	"github.com/redlimit/redlimit/internal/batch"
 )
 
-// call is one request to limiter.lua.
+// call is one request to the Lua library.
 type call struct {
 	op     op
 	n, arg int64
@@ -32,7 +32,7 @@ const (
 	opAvailable
 )
 
-// opArgs are the ops as limiter.lua reads them, put in interfaces once: a
+// opArgs are the ops as the Lua library reads them, put in interfaces once: a
 // string put in one on every call would allocate.
 var opArgs = [...]any{opAcquire: "acquire", opCancel: "cancel", opRelease: "release", opAvailable: "available"}
 
@@ -167,7 +167,7 @@ func crossSlot(err error) bool {
 // several logs. A lone call still goes at once.
 
 // batcher is the store's batching component: calls on logs named by their
-// keys, answered by limiter.lua's replies.
+// keys, answered by the Lua library's replies.
 type batcher = batch.Batcher[redlimit.Key, call, reply]
 
 // batchWork is the calls of one log in a batched run.

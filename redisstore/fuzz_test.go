@@ -27,7 +27,7 @@ func FuzzKeys(f *testing.F) {
 	f.Add("{", "}", "{x}")
 	f.Add("%7B", "{", "")
 	f.Fuzz(func(t *testing.T, a, b, client string) {
-		if redlimit.ValidateName(a) != nil || redlimit.ValidateName(b) != nil {
+		if (redlimit.Key{Name: a}).ValidateName() != nil || (redlimit.Key{Name: b}).ValidateName() != nil {
 			return // refused before any key is made
 		}
 		ka := limiterKeys(DefaultPrefix, a)

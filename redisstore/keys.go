@@ -27,7 +27,7 @@ func limiterKeys(prefix, name string) keys {
 	return keys{limiter: limiter, log: limiter + ":log", base: limiter + ":"}
 }
 
-// scriptKeys lists the KEYS of limiter.lua for name and client: the keys
+// scriptKeys lists the KEYS of the Lua library for name and client: the keys
 // of limiterKeys(prefix, name), the client's after the Overall ones, cut
 // from one string, as every lone call on an idle limiter makes them anew.
 func scriptKeys(prefix, name, client string) []string {

@@ -48,6 +48,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/algorithm"
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redisclient"
 	"github.com/redlimit/redlimit/internal/rediserr"
@@ -99,7 +100,7 @@ type Store struct {
 	calls      counter
 	runs       counter
 	lastArg    atomic.Pointer[encodedConfig] // see encoded
-	// functionsOff: until then (unix ns) limiter.lua runs as a script: this
+	// functionsOff: until then (unix ns) the Lua library runs as a script: this
 	// Redis could not run it as a function (before 7.0, an ACL without FCALL
 	// or FUNCTION LOAD, a proxy that does not pass them). Tried again later.
 	functionsOff atomic.Int64
@@ -312,7 +313,7 @@ type doer interface {
 	Do(ctx context.Context, args ...any) *redis.Cmd
 }
 
-// limiterCall is a run of limiter.lua: the whole FCALL command, laid out as
+// limiterCall is a run of the Lua library: the whole FCALL command, laid out as
 // "FCALL name numkeys keys... args..." so that it is built once, not copied
 // by the client; keys and args are views into it for the script fallback.
 type limiterCall struct {
@@ -323,7 +324,7 @@ type limiterCall struct {
 
 var fcallName, limiterFunctionName any = "fcall", limiterFunction
 
-// evalLimiter runs limiter.lua: as a function where Redis has it (loaded on
+// evalLimiter runs the Lua library: as a function where Redis has it (loaded on
 // first use, and again after Redis lost it), else as a script. A caller
 // that leaves before the reply leaves the works' calls to the store, which
 // hands back what they were granted (abandonRun).
@@ -347,7 +348,7 @@ func (s *Store) evalLimiter(ctx context.Context, writes bool, c *limiterCall, wo
 	return v, r.done(err)
 }
 
-// fcall runs limiter.lua as a function, loading the library when Redis
+// fcall runs the Lua library as a function, loading the library when Redis
 // lacks it, and as a script when Redis refuses functions.
 func (s *Store) fcall(ctx context.Context, d doer, c *limiterCall) (any, error) {
 	r, err := d.Do(ctx, c.cmd...).Result()
@@ -370,11 +371,11 @@ func (s *Store) fcall(ctx context.Context, d doer, c *limiterCall) (any, error) 
 	return limiterScript.Run(ctx, s.scripter, c.keys, c.args...).Result()
 }
 
-// functionsRetry is how long limiter.lua runs as a script after Redis could
+// functionsRetry is how long the Lua library runs as a script after Redis could
 // not run it as a function, before functions are tried again.
 const functionsRetry = time.Minute
 
-// loadLibrary loads limiter.lua as a function library on the primary that
+// loadLibrary loads the Lua library as a function library on the primary that
 // serves key.
 func (s *Store) loadLibrary(ctx context.Context, key string) error {
 	var node redis.Cmdable = s.rdb
@@ -456,7 +457,7 @@ func (s *Store) nowArg() string {
 	return strconv.FormatInt(s.clock.Now().UnixMicro(), 10)
 }
 
-// configArg is cfg as limiter.lua stores it, "algorithm mode rate interval
+// configArg is cfg as the Lua library stores it, "algorithm mode rate interval
 // epoch burst capacity" (interval in ms); "" when it is unknown.
 func configArg(cfg redlimit.Config) string {
 	if cfg.Rate == 0 {
@@ -497,19 +498,19 @@ func (s *Store) encoded(cfg redlimit.Config) *encodedConfig {
 
 // setConfig is SetConfig without the refusal cache.
 func (s *Store) setConfig(ctx context.Context, name string, cfg redlimit.Config, how redlimit.SetMode) (redlimit.Config, bool, error) {
-	if err := redlimit.ValidateName(name); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return redlimit.Config{}, false, err
 	}
 	c, err := cfg.Normalize()
 	if err != nil {
 		return redlimit.Config{}, false, err
 	}
-	if err := redlimit.ValidateSetMode(how); err != nil {
+	if err := how.Validate(); err != nil {
 		return redlimit.Config{}, false, err
 	}
 	h := how.String()
 	k := limiterKeys(s.prefix, name)
-	c.Epoch = redlimit.NewEpoch()
+	c = c.WithNewEpoch()
 	raw, err := s.eval(ctx, setConfigScript, true, []string{k.limiter, k.log}, h, configArg(c), s.nowArg())
 	if err != nil {
 		return redlimit.Config{}, false, wrap(err)
@@ -543,7 +544,7 @@ func (s *Store) setConfig(ctx context.Context, name string, cfg redlimit.Config,
 
 // Config implements redlimit.Store.
 func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error) {
-	if err := redlimit.ValidateName(name); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return redlimit.Config{}, err
 	}
 	raw, err := s.eval(ctx, configScript, false, []string{limiterKeys(s.prefix, name).limiter})
@@ -556,7 +557,7 @@ func (s *Store) Config(ctx context.Context, name string) (redlimit.Config, error
 	return decodeConfig(raw)
 }
 
-// reply is limiter.lua's answer; wait and now are in µs. code: 1 granted (or
+// reply is the Lua library's answer; wait and now are in µs. code: 1 granted (or
 // done), 0 refused, 2 refused by a full leaky-bucket queue, -2 more permits
 // than grantable.
 type reply struct {
@@ -569,10 +570,7 @@ type reply struct {
 func (r reply) at() int64 { return r.now + r.wait }
 
 func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config, o op, n int64, arg3 int64) (reply, error) {
-	if err := redlimit.ValidateName(key.Name); err != nil {
-		return reply{}, err
-	}
-	if err := redlimit.ValidateClientID(key.Client); err != nil {
+	if err := key.Validate(); err != nil {
 		return reply{}, err
 	}
 	if known.Rate != 0 {
@@ -595,14 +593,14 @@ func (s *Store) run(ctx context.Context, key redlimit.Key, known redlimit.Config
 		return reply{}, err
 	}
 	if out.code == -2 {
-		return reply{}, redlimit.PermitsExceedRate(n, out.cfg.MaxPermits())
+		return reply{}, out.cfg.ValidatePermits(n)
 	}
 	return out, nil
 }
 
 // acquire is Acquire without the refusal cache.
 func (s *Store) acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (redlimit.Decision, error) {
-	if err := redlimit.ValidatePermits(n); err != nil {
+	if err := (redlimit.Config{}).ValidatePermits(n); err != nil {
 		return redlimit.Decision{}, err
 	}
 	wait := int64(-1)
@@ -623,7 +621,7 @@ func (s *Store) acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 // cancel is Cancel without the refusal cache.
 func (s *Store) cancel(ctx context.Context, key redlimit.Key, known redlimit.Config, at time.Time, n int64) (int64, error) {
 	if n <= 0 {
-		return 0, redlimit.ValidatePermits(n)
+		return 0, (redlimit.Config{}).ValidatePermits(n)
 	}
 	r, err := s.run(ctx, key, known, opCancel, n, at.UnixMicro())
 	return r.value, err
@@ -632,7 +630,7 @@ func (s *Store) cancel(ctx context.Context, key redlimit.Key, known redlimit.Con
 // release is Release without the refusal cache.
 func (s *Store) release(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, upTo time.Time) (int64, error) {
 	if n <= 0 {
-		return 0, redlimit.ValidatePermits(n)
+		return 0, (redlimit.Config{}).ValidatePermits(n)
 	}
 	bound := int64(-1) // no bound
 	if !upTo.IsZero() {
@@ -653,7 +651,7 @@ func (s *Store) Available(ctx context.Context, key redlimit.Key, known redlimit.
 
 // delete is Delete without the refusal cache.
 func (s *Store) delete(ctx context.Context, name string) (bool, error) {
-	if err := redlimit.ValidateName(name); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return false, err
 	}
 	k := limiterKeys(s.prefix, name)
@@ -677,10 +675,7 @@ func (s *Store) delete(ctx context.Context, name string) (bool, error) {
 
 // expire is Expire without the refusal cache.
 func (s *Store) expire(ctx context.Context, name string, ttl time.Duration) (bool, error) {
-	if err := redlimit.ValidateName(name); err != nil {
-		return false, err
-	}
-	if err := redlimit.ValidateTTL(ttl); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateTTL(ttl); err != nil {
 		return false, err
 	}
 	ok, err := within(s, ctx, func(ctx context.Context) (bool, error) {
@@ -694,7 +689,7 @@ func (s *Store) expire(ctx context.Context, name string, ttl time.Duration) (boo
 
 // clearExpire is ClearExpire without the refusal cache.
 func (s *Store) clearExpire(ctx context.Context, name string) (bool, error) {
-	if err := redlimit.ValidateName(name); err != nil {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return false, err
 	}
 	ok, err := within(s, ctx, func(ctx context.Context) (bool, error) {
@@ -719,7 +714,7 @@ func asArray(raw any, min int) ([]any, error) {
 	return r, nil
 }
 
-// decodeConfig reads a config as limiter.lua stores it, "algorithm mode
+// decodeConfig reads a config as the Lua library stores it, "algorithm mode
 // rate interval epoch burst capacity" exactly, and checks it.
 func decodeConfig(raw any) (redlimit.Config, error) {
 	text, ok := raw.(string)
@@ -741,14 +736,14 @@ func decodeConfig(raw any) (redlimit.Config, error) {
 		}
 	}
 	rate, interval, epoch, burst, capacity := nums[0], nums[1], nums[2], nums[3], nums[4]
-	if interval < 0 || interval > int64(redlimit.MaxInterval/time.Millisecond) {
+	if interval < 0 || interval > int64(algorithm.MaxInterval/time.Millisecond) {
 		return redlimit.Config{}, fmt.Errorf("%w: interval %d ms", redlimit.ErrCorrupt, interval)
 	}
 	c := redlimit.Config{Algorithm: redlimit.Algorithm(f[0]), Mode: mode, Rate: rate, Interval: time.Duration(interval) * time.Millisecond, Epoch: epoch, Burst: burst, Capacity: capacity}
 	if _, err := c.Normalize(); err != nil {
 		return redlimit.Config{}, fmt.Errorf("%w: %w", redlimit.ErrCorrupt, err)
 	}
-	// Only the form redlimit writes: limiter.lua compares configs as
+	// Only the form redlimit writes: the Lua library compares configs as
 	// strings, and anything else was written by someone else.
 	if configArg(c) != text {
 		return redlimit.Config{}, fmt.Errorf("%w: config %q", redlimit.ErrCorrupt, text)

@@ -226,7 +226,7 @@ func (s *Store) cached(key redlimit.Key, known *redlimit.Config, maxWait time.Du
 		return redlimit.Decision{}, false
 	}
 	// Bad arguments get the store's error, as if the cache were not there.
-	if redlimit.ValidateName(key.Name) != nil || redlimit.ValidateClientID(key.Client) != nil {
+	if key.Validate() != nil {
 		return redlimit.Decision{}, false
 	}
 	if known.Rate != 0 && !known.Equal(&e.cfg) {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/algorithm"
 	"github.com/redlimit/redlimit/clock"
 )
 
@@ -384,12 +385,12 @@ func testBadInput(e *env) {
 		{"permits -1", func() error { _, err := l.Acquire(ctx, -1); return err }, redlimit.ErrInvalidArgument},
 		{"permits > rate", func() error { _, err := l.TryAcquire(ctx, 4); return err }, redlimit.ErrPermitsExceedRate},
 		{"permits > rate, config unknown to client", func() error { _, err := e.limiter("bad").TryAcquire(ctx, 4); return err }, redlimit.ErrPermitsExceedRate},
-		{"permits > MaxRate", func() error { _, err := e.limiter("bad").TryAcquire(ctx, redlimit.MaxRate+1); return err }, redlimit.ErrPermitsExceedRate},
+		{"permits > MaxRate", func() error { _, err := e.limiter("bad").TryAcquire(ctx, algorithm.MaxRate+1); return err }, redlimit.ErrPermitsExceedRate},
 		{"negative wait", func() error { _, err := l.TryAcquireWait(ctx, 1, -time.Second); return err }, redlimit.ErrInvalidArgument},
 		{"release 0", func() error { _, err := l.Release(ctx, 0); return err }, redlimit.ErrInvalidArgument},
 		{"rate 0", func() error { return l.SetRate(ctx, redlimit.PerInterval(0, time.Second)) }, redlimit.ErrInvalidArgument},
 		{"rate -5", func() error { _, err := l.TrySetRate(ctx, redlimit.PerInterval(-5, time.Second)); return err }, redlimit.ErrInvalidArgument},
-		{"rate too large", func() error { return l.SetRate(ctx, redlimit.PerInterval(redlimit.MaxRate+1, time.Second)) }, redlimit.ErrInvalidArgument},
+		{"rate too large", func() error { return l.SetRate(ctx, redlimit.PerInterval(algorithm.MaxRate+1, time.Second)) }, redlimit.ErrInvalidArgument},
 		{"interval 0", func() error { return l.SetRate(ctx, redlimit.PerInterval(1, 0)) }, redlimit.ErrInvalidArgument},
 		{"interval negative", func() error { return l.SetRate(ctx, redlimit.PerInterval(1, -time.Second)) }, redlimit.ErrInvalidArgument},
 		{"interval below 1ms", func() error { return l.SetRate(ctx, redlimit.PerInterval(1, time.Microsecond)) }, redlimit.ErrInvalidArgument},
@@ -406,7 +407,7 @@ func testBadInput(e *env) {
 			_, _, err := e.store.SetConfig(ctx, "bad", good, redlimit.SetMode(9))
 			return err
 		}, redlimit.ErrInvalidArgument},
-		{"oversize name", func() error { _, err := redlimit.New(e.store, strings.Repeat("n", redlimit.MaxNameLen+1)); return err }, redlimit.ErrInvalidArgument},
+		{"oversize name", func() error { _, err := redlimit.New(e.store, strings.Repeat("n", 1024+1)); return err }, redlimit.ErrInvalidArgument},
 		{"empty client ID", func() error { _, err := redlimit.New(e.store, "x", redlimit.WithClientID("")); return err }, redlimit.ErrInvalidArgument},
 		{"bad known config", func() error {
 			_, err := redlimit.New(e.store, "x", redlimit.WithConfig(redlimit.PerInterval(0, 0)))

@@ -3,11 +3,11 @@ package redisstore
 import (
 	"context"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/batch"
 )
 
 // Handing back what callers that are gone were granted.
@@ -45,53 +45,11 @@ const handBackTimeout = 2 * time.Second
 // reservation, bounds what it holds.
 const maxHandBacks = 1 << 16
 
-// settling counts the abandoned calls whose replies the store has yet to
-// see through, so that WaitHandBacks can wait for them.
-type settling struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to 0
-}
-
-func (t *settling) add() {
-	t.mu.Lock()
-	if t.n == 0 {
-		t.idle = make(chan struct{})
-	}
-	t.n++
-	t.mu.Unlock()
-}
-
-func (t *settling) done() {
-	t.mu.Lock()
-	t.n--
-	if t.n == 0 {
-		close(t.idle)
-	}
-	t.mu.Unlock()
-}
-
-func (t *settling) wait(ctx context.Context) error {
-	t.mu.Lock()
-	if t.n == 0 {
-		t.mu.Unlock()
-		return nil
-	}
-	idle := t.idle
-	t.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // handBackStats are the store's counters of abandoned calls.
 type handBackStats struct {
 	abandoned, handedBack, failed atomic.Int64
 	inflight                      atomic.Int64
-	settling                      settling
+	settling                      batch.Settling
 }
 
 // WaitHandBacks waits until every call abandoned by its caller before now
@@ -106,7 +64,7 @@ func (s *Store) WaitHandBacks(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.hb.settling.wait(ctx)
+	return s.hb.settling.Wait(ctx)
 }
 
 // abandoned is the calls abandoned by their callers while in flight: in a
@@ -179,14 +137,14 @@ func (fl *flight[T]) run() {
 // the works are copied (their callers may reuse them), and the run's reply,
 // when it comes, is seen through.
 func (s *Store) abandonRun(works []*work) func(any, error) {
-	s.hb.settling.add()
+	s.hb.settling.Add()
 	shadows := make([]*work, len(works))
 	for i, w := range works {
 		s.hb.abandoned.Add(int64(len(w.calls)))
 		shadows[i] = &work{key: w.key, keys: w.keys, known: w.known, calls: slices.Clone(w.calls), rs: make([]reply, len(w.calls))}
 	}
 	return func(raw any, err error) {
-		defer s.hb.settling.done()
+		defer s.hb.settling.Done()
 		if err != nil || decodeReplies(raw, shadows) != nil {
 			return
 		}
@@ -247,9 +205,9 @@ func (s *Store) handBack(key redlimit.Key, cfg *redlimit.Config, back []call) {
 		return
 	}
 	known := encode(*cfg)
-	s.hb.settling.add()
+	s.hb.settling.Add()
 	go func() {
-		defer s.hb.settling.done()
+		defer s.hb.settling.Done()
 		defer s.hb.inflight.Add(-k)
 		ctx, cancel := context.WithTimeout(context.Background(), handBackTimeout)
 		defer cancel()

@@ -144,7 +144,7 @@ type Batcher[K comparable, C, R any] struct {
 
 	shared    atomic.Pointer[sharedDeadline]
 	abandoned atomic.Int64
-	settling  settling
+	settling  Settling
 
 	// pendings recycles answered calls with their channels; lones the
 	// works of calls run at once; runs the background runs with their
@@ -295,9 +295,9 @@ func (b *Batcher[K, C, R]) Do(ctx context.Context, key K, c C) (R, error) {
 	}
 	b.mu.Unlock()
 	// A run took it: in flight.
-	b.settling.add() // before the run can see it abandoned
+	b.settling.Add() // before the run can see it abandoned
 	if !p.state.CompareAndSwap(awaited, abandoned) {
-		b.settling.done() // answered just now: the answer is the caller's
+		b.settling.Done() // answered just now: the answer is the caller's
 		<-p.done
 		return b.answer(p)
 	}
@@ -469,7 +469,7 @@ func (b *Batcher[K, C, R]) runOnce(r *batchRun[K, C, R]) {
 			b.handBack(w.Key, backCalls, backRes)
 		}
 		for range gone {
-			b.settling.done()
+			b.settling.Done()
 		}
 	}
 }
@@ -496,7 +496,7 @@ func (b *Batcher[K, C, R]) Abandoned() int64 { return b.abandoned.Load() }
 
 // Wait waits until every call abandoned in flight before now has had its
 // run over and its result handed back (or found failed), or ctx ends.
-func (b *Batcher[K, C, R]) Wait(ctx context.Context) error { return b.settling.wait(ctx) }
+func (b *Batcher[K, C, R]) Wait(ctx context.Context) error { return b.settling.Wait(ctx) }
 
 // patience folds the deadlines of a run's callers into the run's, so
 // that the run lasts as long as its most patient caller.
@@ -554,14 +554,17 @@ func (b *Batcher[K, C, R]) contextFor(pt *patience) (context.Context, time.Time)
 	return c.ctx, c.deadline
 }
 
-// settling counts the abandoned calls not yet handed back, for Wait.
-type settling struct {
+// Settling counts work not yet seen through (abandoned calls not yet
+// handed back), so that a Wait can wait for it. The zero value is ready;
+// redisstore counts its own abandoned runs with one too.
+type Settling struct {
 	mu   sync.Mutex
 	n    int
 	idle chan struct{} // closed when n drops to 0
 }
 
-func (t *settling) add() {
+// Add counts one more.
+func (t *Settling) Add() {
 	t.mu.Lock()
 	if t.n == 0 {
 		t.idle = make(chan struct{})
@@ -570,7 +573,8 @@ func (t *settling) add() {
 	t.mu.Unlock()
 }
 
-func (t *settling) done() {
+// Done counts one less.
+func (t *Settling) Done() {
 	t.mu.Lock()
 	t.n--
 	if t.n == 0 {
@@ -579,7 +583,8 @@ func (t *settling) done() {
 	t.mu.Unlock()
 }
 
-func (t *settling) wait(ctx context.Context) error {
+// Wait returns once the count is 0, or with ctx's error.
+func (t *Settling) Wait(ctx context.Context) error {
 	t.mu.Lock()
 	if t.n == 0 {
 		t.mu.Unlock()

@@ -523,13 +523,13 @@ func (s *Store) setConfig(ctx context.Context, name string, cfg redlimit.Config,
 	if err != nil {
 		return redlimit.Config{}, false, err
 	}
-	if how == redlimit.SetKeepState && r[0] == int64(1) && stored.Mode == redlimit.Overall &&
-		(stored.Algorithm == redlimit.TokenBucket || stored.Algorithm == redlimit.LeakyBucket) {
-		// A bucket's Overall state counts time at the config it was last
-		// changed under, up to the instant a new one took effect: bring it
-		// to the change now (a release of nothing), so that another change
-		// before any call does not lose this one. Best effort: the next
-		// call does the same.
+	if spec := algorithm.Lookup(string(stored.Algorithm)); how == redlimit.SetKeepState && r[0] == int64(1) &&
+		stored.Mode == redlimit.Overall && spec != nil && spec.Since {
+		// An Overall state that counts time at the config it was last
+		// changed under (Spec.Since: the buckets), up to the instant a new
+		// one took effect: bring it to the change now (a release of
+		// nothing), so that another change before any call does not lose
+		// this one. Best effort: the next call does the same.
 		_, _ = s.runOne(ctx, redlimit.Key{Name: name, Client: "set-rate"}, encode(stored), call{op: opRelease})
 	}
 	if how == redlimit.SetResetState {

@@ -56,6 +56,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/algorithm"
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/striped"
 )
@@ -120,11 +121,12 @@ const minSweep = 1024
 
 // entry is a cached "no permit until".
 type entry struct {
-	sent  time.Time // when the call was sent, by the cache's clock
-	base  time.Time // sent truncated to the store's unit: the store's instant
-	until time.Time // base + the refusal's wait: when a permit frees
-	valid time.Time // the entry is used before then
-	now   time.Time // the refusal's Decision.Now
+	sent  time.Time     // when the call was sent, by the cache's clock
+	base  time.Time     // sent truncated to the store's unit: the store's instant
+	until time.Time     // base + the refusal's wait: when a permit frees
+	valid time.Time     // the entry is used before then
+	now   time.Time     // the refusal's Decision.Now
+	unit  time.Duration // the unit the store's clock counts in for cfg's algorithm
 	cfg   redlimit.Config
 	// tryOnly: the entry answers only calls that cannot wait (maxWait 0).
 	// A leaky bucket's full queue refuses whatever the wait, which a call
@@ -163,15 +165,6 @@ func (s *Store) now() time.Time {
 		return s.clock.Now()
 	}
 	return time.Now()
-}
-
-// unit is the unit the store's clock counts in for cfg's algorithm: a µs,
-// or a ms for the sliding log, as redlimit's rules count.
-func unit(cfg *redlimit.Config) time.Duration {
-	if cfg.Algorithm == redlimit.SlidingLog {
-		return time.Millisecond
-	}
-	return time.Microsecond
 }
 
 // logKey names a client's log of a limiter in perClient.
@@ -217,7 +210,7 @@ func (s *Store) cached(key redlimit.Key, known *redlimit.Config, maxWait time.Du
 	// The store's instant now: the time elapsed since the call was sent
 	// (monotonic where the clock has it) after the call's instant, in
 	// whole units of the store's clock.
-	at := e.sent.Add(now.Sub(e.sent)).Truncate(unit(&e.cfg))
+	at := e.sent.Add(now.Sub(e.sent)).Truncate(e.unit)
 	left := e.until.Sub(at)
 	// Only while nothing can be granted within the caller's wait, compared
 	// in µs as the stores compare it; a caller who may wait long enough
@@ -250,10 +243,16 @@ func (s *Store) note(key redlimit.Key, sent time.Time, gen uint64, n int64, maxW
 	if s.gen.Load() != gen {
 		return // permits may have been freed since the call was sent
 	}
-	u := unit(&d.Config)
-	base := sent.Truncate(u)
+	// The algorithm's spec says the unit its rules count time in (the
+	// store's instants are whole units) and whether it can refuse for a
+	// full queue whatever the wait.
+	spec := algorithm.Lookup(string(d.Config.Algorithm))
+	if spec == nil {
+		return // not an algorithm the rules know: nothing to rely on
+	}
+	base := sent.Truncate(spec.Unit)
 	e := &entry{sent: sent, base: base, until: base.Add(d.Wait), valid: sent.Add(min(d.Wait, s.maxStale)), now: d.Now, cfg: d.Config,
-		tryOnly: d.Full || (maxWait == 0 && d.Config.Algorithm == redlimit.LeakyBucket), full: d.Full}
+		unit: spec.Unit, tryOnly: d.Full || (maxWait == 0 && spec.Full != nil), full: d.Full}
 	if s.expiring.Load() != 0 {
 		e.valid, gen = s.capExpiring(key.Name, sent, e.valid, gen)
 	}

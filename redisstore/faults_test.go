@@ -256,8 +256,11 @@ func TestRefusedFailsFast(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	var dials atomic.Int64
 	for _, v := range []struct{ bounded, batching bool }{{false, true}, {false, false}, {true, true}, {true, false}} {
+		// Dials are counted per client: go-redis retries a refused dial in
+		// the background every 100 ms, and an earlier client's retries
+		// must not count as this one's.
+		var dials atomic.Int64
 		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: v.bounded, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			dials.Add(1)
 			var d net.Dialer

@@ -259,6 +259,14 @@ type Result struct {
 	// Degraded is set when the store could not be reached and the failure
 	// policy (or the fallback store) answered instead.
 	Degraded bool
+	// Limits is each limit's status after the decision, in the policy's
+	// order: what rate-limit headers show. Set by a Policy's calls (one
+	// entry per limit); nil for a Limiter's.
+	Limits []LimitStatus
+	// ResetAfter is how long until every limit is whole again for the key
+	// (the latest of the Limits'), nobody asking meanwhile. Set by a
+	// Policy's calls.
+	ResetAfter time.Duration
 	// why is a refusal's reason for Acquire's error, when the Result is
 	// made before Acquire sees it (the fallback store's).
 	why error

@@ -89,6 +89,13 @@ type State interface {
 	// answer at now under lim, so a store may drop it. A zero lim asks under
 	// the config the state was last changed under (a store that lost it).
 	Forgotten(now int64, lim Limit) bool
+	// ExpiresAt is when the state counts as empty, the limit whole again
+	// (for a window algorithm, the end of its newest window); 0 for a
+	// fresh state. A result's reset-after is read from it.
+	ExpiresAt() int64
+	// Clone returns a copy sharing nothing with the state: a request
+	// against several limits asks each one on a copy first (AcquireAll).
+	Clone() State
 }
 
 // ByExpiry caps a grant instant at the state's expiry: once forgotten the

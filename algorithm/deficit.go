@@ -274,3 +274,6 @@ func (d *Deficit) Forgotten(now int64, lim Limit) bool {
 
 // CeilDiv is a/b rounded up, for a >= 0 and b > 0.
 func CeilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// ExpiresAt is when nothing is owed any more (0: nothing is now).
+func (d *Deficit) ExpiresAt() int64 { return d.Expiry }

@@ -46,6 +46,10 @@ func (s *concurrency) Available(now int64, lim algorithm.Limit) int64 {
 
 func (s *concurrency) Forgotten(int64, algorithm.Limit) bool { return s.Held == 0 }
 
+func (s *concurrency) ExpiresAt() int64 { return 0 }
+
+func (s *concurrency) Clone() algorithm.State { c := *s; return &c }
+
 func init() {
 	algorithm.Register(algorithm.Spec{
 		Name:        "concurrency",

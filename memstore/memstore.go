@@ -54,6 +54,8 @@ type Store struct {
 	real   bool
 	seed   maphash.Seed
 	shards [shardCount]shard
+	// policies: name -> *policy (policy.go).
+	policies sync.Map
 	// last is the config interned last: limiters restored from the same
 	// known config (per-user limits) share one copy.
 	last atomic.Pointer[conf]

@@ -94,3 +94,6 @@ func (s *State) Available(now int64, lim algorithm.Limit) int64 {
 	d.Advance(now, lim)
 	return remaining(d, lim)
 }
+
+// Clone implements algorithm.State.
+func (s *State) Clone() algorithm.State { c := *s; return &c }

@@ -155,3 +155,13 @@ func (s *State) Available(now int64, lim algorithm.Limit) int64 {
 func (s *State) Forgotten(now int64, _ algorithm.Limit) bool {
 	return len(s.Windows) == 0 || now >= s.Expiry
 }
+
+// ExpiresAt implements algorithm.State.
+func (s *State) ExpiresAt() int64 { return s.Expiry }
+
+// Clone implements algorithm.State.
+func (s *State) Clone() algorithm.State {
+	c := *s
+	c.Windows = append(algorithm.Windows(nil), s.Windows...)
+	return &c
+}

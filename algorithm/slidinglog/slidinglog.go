@@ -238,3 +238,13 @@ func (s *State) take(i int, n int64) int64 {
 func (s *State) Forgotten(now int64, _ Limit) bool {
 	return len(s.Entries) == 0 || now >= s.Expiry
 }
+
+// ExpiresAt implements algorithm.State.
+func (s *State) ExpiresAt() int64 { return s.Expiry }
+
+// Clone implements algorithm.State.
+func (s *State) Clone() algorithm.State {
+	c := *s
+	c.Entries = append([]Entry(nil), s.Entries...)
+	return &c
+}

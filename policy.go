@@ -1,0 +1,386 @@
+package redlimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlimit/redlimit/clock"
+)
+
+// Policy is one rule applied to many keys: a named list of one or more
+// limits, stored once (so that SetLimits reaches every client), applied
+// to any number of keys given per call (a user, an API key, a client IP,
+// a tenant). Each key's state is made on its first use and expires on its
+// own once it can no longer change an answer: nothing is stored per key
+// but state. With several limits (10 per second and 1000 per hour) a
+// request is granted only if every limit grants it, and then charged to
+// all of them at once; a refusal charges none.
+//
+// Keyed policies and PerClient limiters: a PerClient Limiter keeps one
+// state per client ID under one stored config, as a policy keeps one per
+// key; it is the layout Redisson's PER_CLIENT rate type shares with Java
+// services, with a client ID fixed per Limiter. A Policy takes the key
+// per call, any bytes, several limits, and spreads its keys over a Redis
+// Cluster's slots (a PerClient limiter's clients share its slot).
+//
+// A Policy is safe for concurrent use.
+type Policy struct {
+	store PolicyStore
+	name  string
+	clock clock.Clock
+	// policy: FailOpen or FailClosed (WithFailurePolicy).
+	policy  FailurePolicy
+	maxWait time.Duration
+	logger  *slog.Logger
+	// known is the policy last seen (or NewPolicy's limits), sent with
+	// every call; nil until one is known.
+	known atomic.Pointer[PolicyConfig]
+}
+
+// NewPolicy returns the policy called name in store. limits, when not nil,
+// is the policy it should have: it is sent with every call, so that a
+// store without the policy stores it then (a store that holds one keeps
+// its own; SetLimits changes it). NewPolicy does not touch the store.
+// The options that apply are WithFailurePolicy, WithMaxWait, WithClock and
+// WithLogger.
+func NewPolicy(store PolicyStore, name string, limits []Config, opts ...Option) (*Policy, error) {
+	if store == nil {
+		return nil, &ArgumentError{Arg: "store", Reason: "must not be nil", Kind: ErrInvalidArgument}
+	}
+	if err := validateName(name); err != nil {
+		return nil, err
+	}
+	// The options are Limiter options: they are applied to one, and what
+	// a Policy takes of it is copied.
+	l := &Limiter{clock: clock.Real, maxWait: -1}
+	for _, o := range opts {
+		if err := o(l); err != nil {
+			return nil, err
+		}
+	}
+	if l.client != "" || l.wanted.Load() != nil || l.override || l.fallback != nil || l.storeShare != 0 {
+		return nil, &ArgumentError{Arg: "option", Reason: "a Policy takes WithFailurePolicy, WithMaxWait, WithClock and WithLogger only (its limits are NewPolicy's)", Kind: ErrInvalidArgument}
+	}
+	p := &Policy{store: store, name: name, clock: l.clock, policy: l.policy, maxWait: l.maxWait, logger: l.logger}
+	if limits != nil {
+		norm, err := NormalizePolicy(limits)
+		if err != nil {
+			return nil, err
+		}
+		p.known.Store(&PolicyConfig{Limits: norm})
+	}
+	return p, nil
+}
+
+// Name returns the policy's name.
+func (p *Policy) Name() string { return p.name }
+
+func (p *Policy) knownPolicy() PolicyConfig {
+	if k := p.known.Load(); k != nil {
+		return *k
+	}
+	return PolicyConfig{}
+}
+
+// remember keeps the stored policy a store answered with, if it is newer.
+func (p *Policy) remember(c *PolicyConfig) {
+	if len(c.Limits) == 0 {
+		return
+	}
+	for {
+		old := p.known.Load()
+		if old != nil && old.Epoch == c.Epoch && old.Version >= c.Version {
+			return
+		}
+		cc := *c
+		if p.known.CompareAndSwap(old, &cc) {
+			return
+		}
+	}
+}
+
+// SetLimits stores the policy's limits, replacing any. Keys' states keep
+// counting what they were granted (each limit by its algorithm's rules for
+// a config change; a limit added starts empty), unless ResetState is given.
+func (p *Policy) SetLimits(ctx context.Context, limits []Config, opts ...SetOption) error {
+	how := SetKeepState
+	for _, o := range opts {
+		o(&how)
+	}
+	norm, err := NormalizePolicy(limits)
+	if err != nil {
+		return err
+	}
+	stored, _, err := p.store.SetPolicy(ctx, p.name, PolicyConfig{Limits: norm}, how)
+	if err != nil {
+		return err
+	}
+	p.remember(&stored)
+	return nil
+}
+
+// TrySetLimits stores the limits only if the policy has none; it reports
+// whether it stored them. A different policy already stored is an
+// ErrConfigMismatch.
+func (p *Policy) TrySetLimits(ctx context.Context, limits []Config) (bool, error) {
+	norm, err := NormalizePolicy(limits)
+	if err != nil {
+		return false, err
+	}
+	want := PolicyConfig{Limits: norm}
+	stored, set, err := p.store.SetPolicy(ctx, p.name, want, SetIfAbsent)
+	if err != nil {
+		return false, err
+	}
+	p.remember(&stored)
+	if !set && !stored.SameLimits(want) {
+		return false, &ArgumentError{Arg: "limits", Reason: "a different policy is stored", Kind: ErrConfigMismatch}
+	}
+	return set, nil
+}
+
+// Limits reads the stored limits back (ErrNotInitialized if there are none).
+func (p *Policy) Limits(ctx context.Context) ([]Config, error) {
+	c, err := p.store.Policy(ctx, p.name)
+	if err != nil {
+		return nil, err
+	}
+	p.remember(&c)
+	return c.Limits, nil
+}
+
+// Delete removes the policy; its keys' states expire on their own and
+// never count for a policy stored again later.
+func (p *Policy) Delete(ctx context.Context) (bool, error) {
+	p.known.Store(nil)
+	return p.store.DeletePolicy(ctx, p.name)
+}
+
+// Key returns the policy applied to key: any bytes, 1..1024 of them (a bad
+// key is reported by the Keyed's calls, as ErrInvalidArgument). It does
+// not allocate.
+func (p *Policy) Key(key string) Keyed { return Keyed{p: p, key: key} }
+
+// Keyed is a policy applied to one key: the Limiter calls, for that key.
+// It is a small value; make one per call or keep it.
+type Keyed struct {
+	p   *Policy
+	key string
+}
+
+// Key returns the key.
+func (k Keyed) Key() string { return k.key }
+
+func (k Keyed) pk() PolicyKey { return PolicyKey{Policy: k.p.name, Key: k.key} }
+
+// TryAcquire grants n permits now on every limit of the policy, or refuses
+// at once (a Result with Allowed false and a nil error).
+func (k Keyed) TryAcquire(ctx context.Context, n int64) (Result, error) {
+	return k.acquire(ctx, n, 0)
+}
+
+// TryAcquireWait grants n permits, waiting up to maxWait for them; if they
+// cannot be had within that time it refuses at once. A single-limit
+// policy reserves the caller's turn in one round trip, as a Limiter does;
+// with several limits the call waits until the latest limit's retry-after
+// and asks again (algorithm.AcquireAll says why), within maxWait.
+func (k Keyed) TryAcquireWait(ctx context.Context, n int64, maxWait time.Duration) (Result, error) {
+	if maxWait < 0 {
+		return Result{}, &ArgumentError{Arg: "wait", Value: maxWait.String(), Reason: "must not be negative", Kind: ErrInvalidArgument}
+	}
+	return k.acquire(ctx, n, maxWait)
+}
+
+// Acquire waits until n permits are granted or ctx ends, and returns a nil
+// error if and only if they were granted, as Limiter.Acquire does (a
+// *RefusalError matching ErrWouldExceedDeadline or ErrQueueFull when
+// waiting cannot help).
+func (k Keyed) Acquire(ctx context.Context, n int64) (Result, error) {
+	return k.acquire(ctx, n, -1)
+}
+
+// acquire asks for n permits, waiting at most maxWait (negative: as long
+// as ctx lasts, and a refusal is an error).
+func (k Keyed) acquire(ctx context.Context, n int64, maxWait time.Duration) (Result, error) {
+	p := k.p
+	if err := k.pk().Validate(); err != nil {
+		return Result{}, err
+	}
+	if err := validatePermits(n); err != nil {
+		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	mustGrant := maxWait < 0
+	bounded := false
+	if p.maxWait >= 0 && (maxWait < 0 || p.maxWait < maxWait) {
+		maxWait, bounded = p.maxWait, true
+	}
+	for {
+		wait := maxWait
+		if dl, ok := ctx.Deadline(); ok {
+			left := max(0, time.Until(dl))
+			if wait < 0 || left < wait {
+				wait, bounded = left, false
+			}
+		}
+		d, err := p.store.AcquireKey(ctx, k.pk(), p.knownPolicy(), n, wait)
+		if err != nil {
+			if errors.Is(err, ErrUnavailable) && p.policy == FailOpen {
+				return Result{Allowed: true, Degraded: true}, nil
+			}
+			return Result{}, err
+		}
+		p.remember(&d.Policy)
+		r := policyResult(&d)
+		if d.Granted {
+			if d.Wait <= 0 {
+				return r, nil
+			}
+			return k.sleep(ctx, &d, r, n)
+		}
+		// A multi-limit refusal that waiting can help: wait until the
+		// latest limit's retry-after, within the bound, and ask again.
+		again := len(d.Limits) > 1 && !d.Full && wait != 0 && (wait < 0 || d.Wait <= wait)
+		if !again {
+			if mustGrant {
+				reason := ErrRefused
+				if _, ok := ctx.Deadline(); d.Full {
+					reason = ErrQueueFull
+				} else if ok && !bounded {
+					reason = ErrWouldExceedDeadline
+				}
+				return r, &RefusalError{Reason: reason, RetryAfter: d.Wait}
+			}
+			return r, nil
+		}
+		start := p.clock.Now()
+		fired, stop := p.clock.NewTimer(d.Wait)
+		select {
+		case <-fired:
+		case <-ctx.Done():
+			stop()
+			return Result{}, ctx.Err()
+		}
+		if maxWait > 0 {
+			maxWait = max(0, maxWait-p.clock.Now().Sub(start))
+		}
+	}
+}
+
+// sleep waits for a reservation, handing it back if ctx ends first.
+func (k Keyed) sleep(ctx context.Context, d *PolicyDecision, r Result, n int64) (Result, error) {
+	fired, stop := k.p.clock.NewTimer(d.Wait)
+	select {
+	case <-fired:
+		return r, nil
+	case <-ctx.Done():
+		stop()
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+		defer cancel()
+		if _, herr := k.p.store.CancelKey(hctx, k.pk(), d.Policy, d.At, n); herr != nil {
+			return Result{}, errors.Join(ctx.Err(), fmt.Errorf("redlimit: handing back a reservation: %w", herr))
+		}
+		return Result{}, ctx.Err()
+	}
+}
+
+// Release hands back up to n permits granted to the key on every limit,
+// so that others can have them before their interval ends, and returns
+// the fewest a limit handed back. Unlike a Limiter's, a Policy keeps no
+// record of its grants in process memory (there may be millions of
+// keys): the store bounds the hand-back by what it counts for the key,
+// whoever was granted it, so release only what this caller was granted
+// and did not use.
+func (k Keyed) Release(ctx context.Context, n int64) (int64, error) {
+	if err := k.pk().Validate(); err != nil {
+		return 0, err
+	}
+	if n <= 0 {
+		return 0, &ArgumentError{Arg: "permits", Value: fmt.Sprint(n), Reason: "must be at least 1", Kind: ErrInvalidArgument}
+	}
+	return k.p.store.ReleaseKey(ctx, k.pk(), k.p.knownPolicy(), n)
+}
+
+// Status returns the key's state on every limit without charging it:
+// Allowed reports whether one permit would be granted now, Remaining and
+// Limits what each limit has left.
+func (k Keyed) Status(ctx context.Context) (Result, error) {
+	if err := k.pk().Validate(); err != nil {
+		return Result{}, err
+	}
+	d, err := k.p.store.StatusKey(ctx, k.pk(), k.p.knownPolicy())
+	if err != nil {
+		return Result{}, err
+	}
+	k.p.remember(&d.Policy)
+	r := policyResult(&d)
+	r.At = time.Time{}
+	return r, nil
+}
+
+// AvailablePermits returns how many permits a request for the key could be
+// granted now: the least of its limits'.
+func (k Keyed) AvailablePermits(ctx context.Context) (int64, error) {
+	r, err := k.Status(ctx)
+	return r.Remaining, err
+}
+
+// policyResult turns a store's decision into a Result.
+func policyResult(d *PolicyDecision) Result {
+	r := Result{Allowed: d.Granted, Limits: make([]LimitStatus, len(d.Limits))}
+	if d.Granted {
+		r.At, r.Waited = d.At, d.Wait
+	} else {
+		r.RetryAfter = d.Wait
+	}
+	for i, ls := range d.Limits {
+		var cfg Config
+		if i < len(d.Policy.Limits) {
+			cfg = d.Policy.Limits[i]
+		}
+		st := LimitStatus{Name: LimitName(cfg), Config: cfg, Remaining: ls.Remaining, ResetAfter: ls.ResetAfter, Refused: i == d.Refused}
+		if !d.Granted {
+			st.RetryAfter = ls.Wait
+		}
+		r.Limits[i] = st
+		if i == 0 || ls.Remaining < r.Remaining {
+			r.Remaining = ls.Remaining
+		}
+		r.ResetAfter = max(r.ResetAfter, ls.ResetAfter)
+	}
+	return r
+}
+
+// LimitStatus is one limit of a policy as a Result shows it.
+type LimitStatus struct {
+	// Name is the limit's short name (LimitName): "10/1s".
+	Name string
+	// Config is the limit: its quota is Config.Rate (Burst, Capacity),
+	// its window Config.Interval.
+	Config Config
+	// Remaining is what a new request could be granted after the decision.
+	Remaining int64
+	// ResetAfter is how long until the limit is whole again for the key.
+	ResetAfter time.Duration
+	// RetryAfter, on a refusal, is how long until this limit would grant
+	// the request (0: it would now).
+	RetryAfter time.Duration
+	// Refused marks the limit that refused the request.
+	Refused bool
+}
+
+// RefusedBy returns the limit that refused the request, if one did.
+func (r Result) RefusedBy() (LimitStatus, bool) {
+	for _, l := range r.Limits {
+		if l.Refused {
+			return l, true
+		}
+	}
+	return LimitStatus{}, false
+}

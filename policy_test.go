@@ -1,0 +1,179 @@
+package redlimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clock"
+	"github.com/redlimit/redlimit/memstore"
+)
+
+// One policy of two limits for many users: 2 per second and 3 per minute,
+// each user with their own. A refusal names the limit that refused.
+func ExamplePolicy() {
+	ctx := context.Background()
+	store := memstore.New() // or a redisstore.Store, shared by every instance
+	p, err := redlimit.NewPolicy(store, "api", []redlimit.Config{
+		redlimit.PerSecond(2),
+		redlimit.PerMinute(3),
+	})
+	if err != nil {
+		panic(err)
+	}
+	for i := 1; i <= 3; i++ {
+		r, err := p.Key("alice").TryAcquire(ctx, 1)
+		if err != nil {
+			panic(err)
+		}
+		by, _ := r.RefusedBy()
+		fmt.Printf("alice %d: allowed=%v remaining=%d refused by %q\n", i, r.Allowed, r.Remaining, by.Name)
+	}
+	r, _ := p.Key("bob").TryAcquire(ctx, 1)
+	fmt.Printf("bob: allowed=%v, %s: %d left, %s: %d left\n", r.Allowed,
+		r.Limits[0].Name, r.Limits[0].Remaining, r.Limits[1].Name, r.Limits[1].Remaining)
+	// Output:
+	// alice 1: allowed=true remaining=1 refused by ""
+	// alice 2: allowed=true remaining=0 refused by ""
+	// alice 3: allowed=false remaining=0 refused by "2/1s"
+	// bob: allowed=true, 2/1s: 1 left, 3/1m: 2 left
+}
+
+func TestPolicyMultiLimit(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	store := memstore.New(memstore.WithTimeSource(clk))
+	p, err := redlimit.NewPolicy(store, "api", []redlimit.Config{redlimit.PerSecond(2), redlimit.PerMinute(3)}, redlimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := p.Key("u")
+	for i, want := range []bool{true, true, false} {
+		r, err := k.TryAcquire(ctx, 1)
+		if err != nil || r.Allowed != want {
+			t.Fatalf("call %d: %+v, %v; want allowed %v", i, r, err, want)
+		}
+	}
+	clk.Advance(time.Second)
+	if r, _ := k.TryAcquire(ctx, 1); !r.Allowed {
+		t.Fatalf("after a second: %+v", r)
+	}
+	// The minute limit is spent now: refused by it, with its retry-after.
+	clk.Advance(time.Second)
+	r, err := k.TryAcquire(ctx, 1)
+	if err != nil || r.Allowed {
+		t.Fatalf("fourth in a minute: %+v, %v", r, err)
+	}
+	by, ok := r.RefusedBy()
+	if !ok || by.Config.Interval != time.Minute || r.RetryAfter != 58*time.Second {
+		t.Fatalf("refused by %+v (retry after %v), want the minute limit, 58s", by, r.RetryAfter)
+	}
+	// A refusal charged nothing: the second limit still has its two.
+	if r.Limits[0].Remaining != 2 {
+		t.Fatalf("per-second limit after a refusal: %+v", r.Limits[0])
+	}
+	// Whole again when its newest grant (a second later) leaves the window.
+	if r.ResetAfter != 59*time.Second {
+		t.Fatalf("reset after %v, want 59s", r.ResetAfter)
+	}
+	// Another key has its own limits.
+	if r, _ := p.Key("v").TryAcquire(ctx, 1); !r.Allowed {
+		t.Fatalf("another key: %+v", r)
+	}
+}
+
+func TestPolicyBadInput(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	if _, err := redlimit.NewPolicy(store, "p", []redlimit.Config{}); !errors.Is(err, redlimit.ErrInvalidArgument) {
+		t.Fatalf("no limits: %v", err)
+	}
+	if _, err := redlimit.NewPolicy(store, "p", []redlimit.Config{redlimit.PerSecond(1).WithMode(redlimit.PerClient)}); !errors.Is(err, redlimit.ErrInvalidArgument) {
+		t.Fatalf("a per-client limit: %v", err)
+	}
+	if _, err := redlimit.NewPolicy(store, "p", nil, redlimit.WithClientID("x")); !errors.Is(err, redlimit.ErrInvalidArgument) {
+		t.Fatalf("WithClientID: %v", err)
+	}
+	p, err := redlimit.NewPolicy(store, "p", []redlimit.Config{redlimit.PerSecond(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"", string(make([]byte, 1025))} {
+		if _, err := p.Key(key).TryAcquire(ctx, 1); !errors.Is(err, redlimit.ErrInvalidArgument) {
+			t.Fatalf("key of %d bytes: %v", len(key), err)
+		}
+	}
+	if _, err := p.Key("k").TryAcquire(ctx, 3); !errors.Is(err, redlimit.ErrPermitsExceedRate) {
+		t.Fatalf("3 permits of 2: %v", err)
+	}
+	if _, err := p.Key("k").TryAcquire(ctx, 0); !errors.Is(err, redlimit.ErrInvalidArgument) {
+		t.Fatalf("0 permits: %v", err)
+	}
+	// Any bytes are a key.
+	if r, err := p.Key("\x00{}\xff").TryAcquire(ctx, 1); err != nil || !r.Allowed {
+		t.Fatalf("binary key: %+v, %v", r, err)
+	}
+	q, _ := redlimit.NewPolicy(store, "unset", nil)
+	if _, err := q.Key("k").TryAcquire(ctx, 1); !errors.Is(err, redlimit.ErrNotInitialized) {
+		t.Fatalf("no policy: %v", err)
+	}
+}
+
+// SetLimits reaches a client that knew other limits.
+func TestPolicySetLimits(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	a, _ := redlimit.NewPolicy(store, "p", []redlimit.Config{redlimit.PerMinute(1)})
+	b, _ := redlimit.NewPolicy(store, "p", nil)
+	if r, _ := a.Key("k").TryAcquire(ctx, 1); !r.Allowed {
+		t.Fatal("first call refused")
+	}
+	if ok, err := b.TrySetLimits(ctx, []redlimit.Config{redlimit.PerMinute(5)}); ok || !errors.Is(err, redlimit.ErrConfigMismatch) {
+		t.Fatalf("TrySetLimits over another: %v, %v", ok, err)
+	}
+	if err := b.SetLimits(ctx, []redlimit.Config{redlimit.PerMinute(3)}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.Key("k").TryAcquire(ctx, 1)
+	if err != nil || !r.Allowed || r.Limits[0].Config.Rate != 3 || r.Remaining != 1 {
+		t.Fatalf("after SetLimits (keeping state): %+v, %v", r, err)
+	}
+	lims, err := a.Limits(ctx)
+	if err != nil || len(lims) != 1 || lims[0].Rate != 3 {
+		t.Fatalf("Limits: %v, %v", lims, err)
+	}
+}
+
+// A waiting call on a multi-limit policy waits for the latest limit and
+// is granted then; a context that ends first ends it.
+func TestPolicyWaitMultiLimit(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	store := memstore.New(memstore.WithTimeSource(clk))
+	p, _ := redlimit.NewPolicy(store, "p", []redlimit.Config{redlimit.PerSecond(1), redlimit.PerInterval(2, 10*time.Second)}, redlimit.WithClock(clk))
+	k := p.Key("k")
+	ctx := context.Background()
+	k.TryAcquire(ctx, 1)
+	done := make(chan redlimit.Result)
+	go func() {
+		r, err := k.Acquire(ctx, 1)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	clk.WaitForTimers(1, nil)
+	clk.Advance(time.Second)
+	if r := <-done; !r.Allowed {
+		t.Fatalf("after waiting: %+v", r)
+	}
+	// Both of the 10 s limit are spent: a deadline sooner than that is refused at once.
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	clk.Advance(time.Second)
+	if _, err := k.Acquire(dctx, 1); !errors.Is(err, redlimit.ErrWouldExceedDeadline) {
+		t.Fatalf("wait past the deadline: %v", err)
+	}
+}

@@ -47,6 +47,10 @@ type Capabilities struct {
 	// DistinctNames: every name has a state of its own, whatever bytes it
 	// holds: no two names ever share a limit.
 	DistinctNames bool
+	// Policies: the store keeps keyed, multi-limit policies (it implements
+	// redlimit.PolicyStore; a store that does not skips their cases,
+	// saying so).
+	Policies bool
 }
 
 // Full is the capabilities of a store that has every one, with every
@@ -62,6 +66,7 @@ func Full() Capabilities {
 		ConfigEpochs:      true,
 		ResetsEveryClient: true,
 		DistinctNames:     true,
+		Policies:          true,
 	}
 }
 
@@ -177,6 +182,20 @@ var cases = []testCase{
 	{name: "ReleaseKeepsOthersGrants", needs: onLog(needs{}), fn: testReleaseKeepsOthersGrants},
 	{name: "ConfigDrift", each: testConfigDrift},
 	{name: "ConfigOverride", each: testConfigOverride},
+
+	// Keyed, multi-limit policies (policy.go).
+	{name: "PolicyKeyedAsLimiter", needs: needs{Policies: true, ExactRetryAfter: true}, each: testPolicyKeyed},
+	{name: "PolicyAllOrNothing", needs: needs{Policies: true}, each: testPolicyAllOrNothing},
+	{name: "PolicyRelease", needs: needs{Policies: true}, each: testPolicyRelease},
+	{name: "PolicyCancelHandsBack", needs: needs{Policies: true, Reservations: true}, each: testPolicyCancel},
+	{name: "PolicyResultPerLimit", needs: needs{Policies: true, ExactRetryAfter: true, Algorithms: []redlimit.Algorithm{redlimit.TokenBucket, redlimit.SlidingLog}}, fn: testPolicyResult},
+	{name: "PolicyLatestRefuses", needs: onLog(needs{Policies: true, ExactRetryAfter: true}), fn: testPolicyLatestRefuses},
+	{name: "PolicyWaitsForEveryLimit", needs: onLog(needs{Policies: true, ExactRetryAfter: true}), fn: testPolicyWaits},
+	{name: "PolicySetModes", needs: onLog(needs{Policies: true}), fn: testPolicySetModes},
+	{name: "PolicyDelete", needs: onLog(needs{Policies: true}), fn: testPolicyDelete},
+	{name: "PolicyStaleKnown", needs: onLog(needs{Policies: true}), fn: testPolicyStaleKnown},
+	{name: "PolicyKeysApart", needs: onLog(needs{Policies: true}), fn: testPolicyKeysApart},
+	{name: "PolicyBadInput", needs: onLog(needs{Policies: true}), fn: testPolicyBadInput},
 }
 
 // Run runs the suite against stores made by f: every case whose needs caps

@@ -3,12 +3,15 @@ package memstore
 import (
 	"context"
 	"hash/maphash"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithm"
+	"github.com/redlimit/redlimit/algorithm/leakybucket"
+	"github.com/redlimit/redlimit/algorithm/tokenbucket"
 )
 
 // keyShards shards a policy's keys (a power of two).
@@ -33,16 +36,98 @@ type pconf struct {
 	// since is PolicyConfig.Since in µs (0: unknown).
 	since int64
 	most  int64
+	// compact: one limit, of a bucket algorithm, whose keys' states the
+	// shards keep as compact records.
+	compact bool
 }
 
 // keyShard holds some of a policy's keys.
+//
+// A key's state is in one of two maps. A policy of one bucket limit (the
+// per-user token bucket, the common case) keeps each key's state in c as a
+// compact record, counted under cc, while it is the plain case a record
+// holds: under cc's limit, no reservation waiting. Every other state (a
+// queue of reservations, one counted under an older config, several
+// limits, the windows) is a whole algorithm.State in m.
 type keyShard struct {
 	mu sync.Mutex
 	m  map[string]*keyState
+	c  map[string]record
+	// cc is the policy c's records are counted under; scratch is a state
+	// of its algorithm that a call on a record works on, so that the call
+	// allocates nothing.
+	cc      *pconf
+	scratch algorithm.State
 	// next is the size at which an insert sweeps the shard; swept is the
 	// store time (µs) of the last sweep.
 	next  int
 	swept int64
+}
+
+// record is a bucket's state (algorithm.Deficit) with its config left out
+// (the shard's cc has it) and no queue of reservations.
+type record struct {
+	// owed is Deficit.Owed; 0: a fresh state, whose config is unset.
+	owed, last, expiry int64
+}
+
+// deficitOf returns the bucket state st holds, or nil when st is not a
+// bucket's.
+func deficitOf(st algorithm.State) *algorithm.Deficit {
+	switch b := st.(type) {
+	case *tokenbucket.State:
+		return &b.Deficit
+	case *leakybucket.State:
+		return &b.Deficit
+	}
+	return nil
+}
+
+// encode returns d as a record under lim, if one can hold it.
+func encode(d *algorithm.Deficit, lim algorithm.Limit) (record, bool) {
+	if d.Head != 0 || d.Tail != 0 || d.Live != 0 || d.Held != 0 {
+		return record{}, false
+	}
+	if d.Owed == 0 {
+		return record{last: d.Last, expiry: d.Expiry}, d.Rate == 0 && d.Scale == 0 && d.Burst == 0
+	}
+	same := d.Rate == lim.Rate && d.Scale == lim.Interval && d.Burst == lim.Burst
+	return record{owed: d.Owed, last: d.Last, expiry: d.Expiry}, same
+}
+
+// decode writes r, a record under lim, to d.
+func (r record) decode(d *algorithm.Deficit, lim algorithm.Limit) {
+	*d = algorithm.Deficit{Owed: r.owed, Last: r.last, Expiry: r.expiry}
+	if r.owed != 0 {
+		d.Rate, d.Scale, d.Burst = lim.Rate, lim.Interval, lim.Burst
+	}
+}
+
+// adopt makes c the policy the shard's records are counted under: the
+// records of another one become whole states (those of another epoch
+// are gone). ks.mu is held.
+func (ks *keyShard) adopt(c *pconf) {
+	if ks.cc == c {
+		return
+	}
+	if old := ks.cc; old != nil && len(ks.c) > 0 {
+		if old.Epoch == c.Epoch {
+			lim := old.lim(0)
+			if ks.m == nil {
+				ks.m = make(map[string]*keyState)
+			}
+			for k, r := range ks.c {
+				st := old.limits[0].spec.New()
+				r.decode(deficitOf(st), lim)
+				ks.m[k] = &keyState{epoch: old.Epoch, version: old.Version, states: []algorithm.State{st}}
+			}
+		}
+		clear(ks.c)
+	}
+	if ks.cc == nil || ks.cc.limits[0].spec != c.limits[0].spec {
+		ks.scratch = c.limits[0].spec.New()
+	}
+	ks.cc = c
 }
 
 // keyState is one key's state on every limit of the policy, under the
@@ -78,6 +163,7 @@ func (s *Store) makePconf(pc redlimit.PolicyConfig) (*pconf, error) {
 		p.limits[i] = ic
 	}
 	p.most = pc.MaxPermits()
+	p.compact = len(p.limits) == 1 && deficitOf(p.limits[0].spec.New()) != nil
 	return p, nil
 }
 
@@ -156,7 +242,7 @@ func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
 	for i := range p.keys {
 		ks := &p.keys[i]
 		ks.mu.Lock()
-		ks.m = nil
+		ks.m, ks.c, ks.cc, ks.scratch = nil, nil, nil, nil
 		ks.mu.Unlock()
 	}
 	return had, nil
@@ -164,10 +250,53 @@ func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
 
 // pcall is one keyed call in progress: its policy and key, locked.
 type pcall struct {
-	c   *pconf
-	ks  *keyShard
+	c  *pconf
+	ks *keyShard
+	// st is the key's whole state; or, when rec is set, the key's state
+	// is its record, decoded in ks.scratch.
 	st  *keyState
+	rec bool
+	key string
 	now int64 // µs
+}
+
+// has reports whether the key has a state.
+func (k *pcall) has() bool { return k.st != nil || k.rec }
+
+// state returns the key's state on limit i.
+func (k *pcall) state(i int) algorithm.State {
+	if k.rec {
+		return k.ks.scratch
+	}
+	return k.st.states[i]
+}
+
+// done keeps the key's state after a change: as a record when one can
+// hold it, as a whole state otherwise; and unlocks the shard.
+func (k *pcall) done() {
+	ks := k.ks
+	defer ks.mu.Unlock()
+	if !k.c.compact || ks.cc != k.c || !k.has() {
+		return
+	}
+	st := k.state(0)
+	r, ok := encode(deficitOf(st), k.c.lim(0))
+	switch {
+	case ok && k.rec:
+		ks.c[k.key] = r
+	case ok: // a whole state back to a record
+		delete(ks.m, k.key)
+		if ks.c == nil {
+			ks.c = make(map[string]record)
+		}
+		ks.c[k.key] = r
+	case k.rec: // a record that became more: a whole state
+		delete(ks.c, k.key)
+		if ks.m == nil {
+			ks.m = make(map[string]*keyState)
+		}
+		ks.m[k.key] = &keyState{epoch: k.c.Epoch, version: k.c.Version, states: []algorithm.State{st.Clone()}}
+	}
 }
 
 // beginKey validates a keyed call, finds (or restores from known) the
@@ -213,21 +342,48 @@ func (s *Store) beginKey(ctx context.Context, k redlimit.PolicyKey, known *redli
 	ks := &p.keys[maphash.String(s.seed, k.Key)&(keyShards-1)]
 	now := s.nowUS()
 	ks.mu.Lock()
-	st := ks.m[k.Key]
-	if st == nil && create {
-		if len(ks.m) >= max(ks.next, minSweepSize) || now-ks.swept >= sweepEvery.Microseconds() {
-			ks.sweep(c, now)
+	if c.compact {
+		ks.adopt(c)
+	}
+	call := pcall{c: c, ks: ks, key: k.Key, now: now}
+	if call.st = ks.m[k.Key]; call.st == nil && c.compact {
+		r, ok := ks.c[k.Key]
+		if ok || create {
+			if !ok {
+				ks.maybeSweep(c, now)
+				if ks.c == nil {
+					ks.c = make(map[string]record)
+				}
+				// The map keeps the key: a copy, not a part of a
+				// caller's larger buffer.
+				call.key = strings.Clone(k.Key)
+			}
+			r.decode(deficitOf(ks.scratch), c.lim(0))
+			call.rec = true
 		}
+		return call, nil
+	}
+	if call.st == nil && create {
+		ks.maybeSweep(c, now)
 		if ks.m == nil {
 			ks.m = make(map[string]*keyState)
 		}
-		st = &keyState{}
-		ks.m[k.Key] = st
+		call.st = &keyState{}
+		call.key = strings.Clone(k.Key)
+		ks.m[call.key] = call.st
 	}
-	if st != nil {
-		st.bring(c)
+	if call.st != nil {
+		call.st.bring(c)
 	}
-	return pcall{c: c, ks: ks, st: st, now: now}, nil
+	return call, nil
+}
+
+// maybeSweep sweeps the shard before an insert, if it doubled since the
+// last sweep or was not swept for sweepEvery. ks.mu is held.
+func (ks *keyShard) maybeSweep(c *pconf, now int64) {
+	if len(ks.m)+len(ks.c) >= max(ks.next, minSweepSize) || now-ks.swept >= sweepEvery.Microseconds() {
+		ks.sweep(c, now)
+	}
 }
 
 // bring makes the state the current policy's: a state of another epoch
@@ -281,16 +437,25 @@ func (ks *keyShard) sweep(c *pconf, now int64) {
 			delete(ks.m, k)
 		}
 	}
-	ks.next, ks.swept = 2*len(ks.m), now
+	if cc := ks.cc; cc != nil && len(ks.c) > 0 {
+		lim := cc.lim(0)
+		t := now / cc.limits[0].unit
+		var d algorithm.Deficit
+		for k, r := range ks.c {
+			if r.decode(&d, lim); d.Forgotten(t, lim) {
+				delete(ks.c, k)
+			}
+		}
+	}
+	ks.next, ks.swept = 2*(len(ks.m)+len(ks.c)), now
 }
 
-// parts returns the limits of a call as algorithm parts.
-func (k *pcall) parts() []algorithm.Part {
-	parts := make([]algorithm.Part, len(k.c.limits))
+// parts returns the limits of a call as algorithm parts, in buf.
+func (k *pcall) parts(buf []algorithm.Part) []algorithm.Part {
 	for i, lc := range k.c.limits {
-		parts[i] = algorithm.Part{Spec: lc.spec, State: k.st.states[i], Limit: k.c.lim(i)}
+		buf = append(buf, algorithm.Part{Spec: lc.spec, State: k.state(i), Limit: k.c.lim(i)})
 	}
-	return parts
+	return buf
 }
 
 // decision fills a PolicyDecision's limits from the rules' decisions.
@@ -301,8 +466,8 @@ func (k *pcall) decision(ds []algorithm.Decision, d *redlimit.PolicyDecision) {
 	for i, ad := range ds {
 		u := k.c.limits[i].unit
 		ls := redlimit.LimitState{Remaining: ad.Remaining, Wait: time.Duration(ad.Wait*u) * time.Microsecond}
-		if k.st != nil {
-			if exp := k.st.states[i].ExpiresAt() * u; exp > k.now {
+		if k.has() {
+			if exp := k.state(i).ExpiresAt() * u; exp > k.now {
 				ls.ResetAfter = time.Duration(exp-k.now) * time.Microsecond
 			}
 		}
@@ -319,7 +484,7 @@ func (s *Store) AcquireKey(ctx context.Context, k redlimit.PolicyKey, known redl
 	if err != nil {
 		return redlimit.PolicyDecision{}, err
 	}
-	defer call.ks.mu.Unlock()
+	defer call.done()
 	if n > call.c.most {
 		for _, lc := range call.c.limits {
 			if lc.max == call.c.most {
@@ -327,8 +492,14 @@ func (s *Store) AcquireKey(ctx context.Context, k redlimit.PolicyKey, known redl
 			}
 		}
 	}
-	ds := make([]algorithm.Decision, len(call.c.limits))
-	ad := algorithm.AcquireAll(call.parts(), call.now, n, waitUS(maxWait), ds)
+	// Room for the common policies on the stack.
+	var pbuf [4]algorithm.Part
+	var dbuf [4]algorithm.Decision
+	ds := dbuf[:0]
+	for range call.c.limits {
+		ds = append(ds, algorithm.Decision{})
+	}
+	ad := algorithm.AcquireAll(call.parts(pbuf[:0]), call.now, n, waitUS(maxWait), ds)
 	d := redlimit.PolicyDecision{Granted: ad.Granted, Full: ad.Full, Refused: ad.Refused, Wait: time.Duration(ad.Wait) * time.Microsecond}
 	call.decision(ds, &d)
 	if ad.Granted {
@@ -351,16 +522,16 @@ func (s *Store) CancelKey(ctx context.Context, k redlimit.PolicyKey, known redli
 		return 0, (redlimit.Config{}).ValidatePermits(n)
 	}
 	call, err := s.beginKey(ctx, k, &known, false)
-	if err != nil || call.st == nil {
+	if err != nil || !call.has() {
 		if err == nil {
 			call.ks.mu.Unlock()
 		}
 		return 0, err
 	}
-	defer call.ks.mu.Unlock()
+	defer call.done()
 	var least int64 = -1
 	for i, lc := range call.c.limits {
-		got := call.st.states[i].Cancel(call.now/lc.unit, call.c.lim(i), at.UnixMicro()/lc.unit, n)
+		got := call.state(i).Cancel(call.now/lc.unit, call.c.lim(i), at.UnixMicro()/lc.unit, n)
 		if least < 0 || got < least {
 			least = got
 		}
@@ -374,16 +545,16 @@ func (s *Store) ReleaseKey(ctx context.Context, k redlimit.PolicyKey, known redl
 		return 0, (redlimit.Config{}).ValidatePermits(n)
 	}
 	call, err := s.beginKey(ctx, k, &known, false)
-	if err != nil || call.st == nil {
+	if err != nil || !call.has() {
 		if err == nil {
 			call.ks.mu.Unlock()
 		}
 		return 0, err
 	}
-	defer call.ks.mu.Unlock()
+	defer call.done()
 	var least int64 = -1
 	for i, lc := range call.c.limits {
-		got := call.st.states[i].Release(call.now/lc.unit, call.c.lim(i), n)
+		got := call.state(i).Release(call.now/lc.unit, call.c.lim(i), n)
 		if least < 0 || got < least {
 			least = got
 		}
@@ -398,14 +569,15 @@ func (s *Store) StatusKey(ctx context.Context, k redlimit.PolicyKey, known redli
 		return redlimit.PolicyDecision{}, err
 	}
 	defer call.ks.mu.Unlock()
-	ds := make([]algorithm.Decision, len(call.c.limits))
+	var dbuf [4]algorithm.Decision
+	ds := dbuf[:0]
 	d := redlimit.PolicyDecision{Granted: true, Refused: -1}
 	for i, lc := range call.c.limits {
 		t := call.now / lc.unit
-		if call.st == nil {
-			ds[i] = algorithm.Decision{Remaining: lc.spec.New().Available(t, call.c.lim(i)), Now: t}
+		if !call.has() {
+			ds = append(ds, algorithm.Decision{Remaining: lc.spec.New().Available(t, call.c.lim(i)), Now: t})
 		} else {
-			ds[i] = algorithm.Decision{Remaining: call.st.states[i].Available(t, call.c.lim(i)), Now: t}
+			ds = append(ds, algorithm.Decision{Remaining: call.state(i).Available(t, call.c.lim(i)), Now: t})
 		}
 		if ds[i].Remaining < 1 {
 			d.Granted = false
@@ -413,4 +585,22 @@ func (s *Store) StatusKey(ctx context.Context, k redlimit.PolicyKey, known redli
 	}
 	call.decision(ds, &d)
 	return d, nil
+}
+
+// PolicyKeys returns how many keys of the policy called name hold a state
+// in the store: those not evicted yet. A key's state is evicted by a later
+// sweep of its shard once it can no longer change an answer.
+func (s *Store) PolicyKeys(name string) int {
+	p := s.policyOf(name, false)
+	if p == nil {
+		return 0
+	}
+	n := 0
+	for i := range p.keys {
+		ks := &p.keys[i]
+		ks.mu.Lock()
+		n += len(ks.m) + len(ks.c)
+		ks.mu.Unlock()
+	}
+	return n
 }

@@ -1,0 +1,113 @@
+package memstore_test
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/memstore"
+)
+
+// heapInUse is the live heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkPolicyMillionKeys: the memory of a million busy token-bucket
+// keys of one policy (each holding tokens owed), per key, keys included
+// ("user:" and a number). Run it with -benchtime=1x.
+func BenchmarkPolicyMillionKeys(b *testing.B) {
+	const n = 1_000_000
+	ctx := context.Background()
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "user:" + strconv.Itoa(i)
+	}
+	for b.Loop() {
+		before := heapInUse()
+		s := memstore.New()
+		p, err := redlimit.NewPolicy(s, "users", []redlimit.Config{redlimit.TokenBucketConfig(10, time.Minute, 10)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, k := range keys {
+			if r, err := p.Key(k).TryAcquire(ctx, 1); err != nil || !r.Allowed {
+				b.Fatalf("key %s: %+v, %v", k, r, err)
+			}
+		}
+		after := heapInUse()
+		if got := s.PolicyKeys("users"); got != n {
+			b.Fatalf("%d keys held, want %d", got, n)
+		}
+		b.ReportMetric(float64(after-before)/n, "B/key")
+		runtime.KeepAlive(s)
+	}
+	runtime.KeepAlive(keys)
+}
+
+// BenchmarkPolicyKeyed: a keyed TryAcquire on one token-bucket policy,
+// on one key and spread over 100,000, through the store (AcquireKey) and
+// through a Policy. Every call is granted and the keys stay busy (tokens
+// owed), as a million users' would.
+func BenchmarkPolicyKeyed(b *testing.B) {
+	ctx := context.Background()
+	for _, keys := range []int{1, 100_000} {
+		// One key: refilled faster than asked. Many: each asked for more
+		// than its refill, from a burst that lasts the run.
+		limit := redlimit.TokenBucketConfig(1<<27, time.Minute, 1<<27)
+		if keys > 1 {
+			limit = redlimit.TokenBucketConfig(60, time.Minute, 10_000)
+		}
+		names := make([]string, keys)
+		for i := range names {
+			names[i] = "user:" + strconv.Itoa(i)
+		}
+		s := memstore.New()
+		cfg := []redlimit.Config{limit}
+		p, err := redlimit.NewPolicy(s, "bench", cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.SetLimits(ctx, cfg); err != nil {
+			b.Fatal(err)
+		}
+		known, err := s.Policy(ctx, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, k := range names {
+			p.Key(k).TryAcquire(ctx, 1)
+		}
+		b.Run(strconv.Itoa(keys)+"/AcquireKey", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if d, err := s.AcquireKey(ctx, redlimit.PolicyKey{Policy: "bench", Key: names[i]}, known, 1, 0); err != nil || !d.Granted {
+					b.Fatal(d, err)
+				}
+				if i++; i == keys {
+					i = 0
+				}
+			}
+		})
+		b.Run(strconv.Itoa(keys)+"/TryAcquire", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if r, err := p.Key(names[i]).TryAcquire(ctx, 1); err != nil || !r.Allowed {
+					b.Fatal(r, err)
+				}
+				if i++; i == keys {
+					i = 0
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,180 @@
+package memstore
+
+import (
+	"context"
+	"hash/maphash"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clock"
+)
+
+// probes returns a new key in each of the policy's shards, so that a call
+// on each sweeps every shard that is due.
+func (s *Store) probes(round string) []string {
+	var keys []string
+	seen := map[uint64]bool{}
+	for i := 0; len(seen) < keyShards; i++ {
+		k := round + "-" + strconv.Itoa(i)
+		if sh := maphash.String(s.seed, k) & (keyShards - 1); !seen[sh] {
+			seen[sh] = true
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// TestPolicyIdleKeysEvicted: a key's state stays while it can change an
+// answer and is evicted once it cannot, by the sweeps the calls pay for,
+// in both layouts (a token bucket's compact records, and whole states).
+func TestPolicyIdleKeysEvicted(t *testing.T) {
+	ctx := context.Background()
+	bucket := redlimit.TokenBucketConfig(1, 20*time.Second, 10) // a permit owed for 20 s
+	for name, limits := range map[string][]redlimit.Config{
+		"token-bucket": {bucket},
+		"two-limits":   {bucket, redlimit.PerInterval(10, 20*time.Second)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clk := clock.NewFake(t0)
+			s := New(WithTimeSource(clk))
+			p, err := redlimit.NewPolicy(s, "users", limits, redlimit.WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			take := func(keys ...string) {
+				t.Helper()
+				for _, k := range keys {
+					if r, err := p.Key(k).TryAcquire(ctx, 1); err != nil || !r.Allowed {
+						t.Fatalf("key %q: %+v, %v", k, r, err)
+					}
+				}
+			}
+			const n = 1000
+			for i := range n {
+				take("user-" + strconv.Itoa(i))
+			}
+			if got := s.PolicyKeys("users"); got != n {
+				t.Fatalf("%d keys held, want %d", got, n)
+			}
+			// At 10 s every shard is due a sweep, and the keys still owe.
+			clk.Advance(10 * time.Second)
+			take(s.probes("a")...)
+			if got := s.PolicyKeys("users"); got != n+keyShards {
+				t.Fatalf("at 10 s: %d keys held, want %d", got, n+keyShards)
+			}
+			// At 20 s the first keys are whole again: swept, while the
+			// probes of 10 s stay.
+			clk.Advance(10 * time.Second)
+			take(s.probes("b")...)
+			if got := s.PolicyKeys("users"); got != 2*keyShards {
+				t.Fatalf("at 20 s: %d keys held, want %d", got, 2*keyShards)
+			}
+			// An evicted key starts whole.
+			if r, err := p.Key("user-0").Status(ctx); err != nil || r.Remaining != 10 {
+				t.Fatalf("an evicted key: %+v, %v; want 10 left", r, err)
+			}
+			if ok, err := p.Delete(ctx); !ok || err != nil {
+				t.Fatal(ok, err)
+			}
+			if got := s.PolicyKeys("users"); got != 0 {
+				t.Fatalf("after Delete: %d keys held", got)
+			}
+		})
+	}
+}
+
+// TestPolicyCompactAsLimiter: a key of a one-bucket policy, kept as a
+// compact record, answers call for call as a limiter of the same limit
+// (a whole algorithm.State; a PerClient limiter's client, whose state
+// is brought to a config change by its next call, as a key's is) on
+// random traces of grants, reservations,
+// cancellations, releases, status reads and SetRate keeping or resetting
+// the state.
+func TestPolicyCompactAsLimiter(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range []redlimit.Algorithm{redlimit.TokenBucket, redlimit.LeakyBucket} {
+		t.Run(string(alg), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(14, 3))
+			cfgOf := func() redlimit.Config {
+				rate, room := 1+rng.Int64N(4), 2+rng.Int64N(6)
+				iv := time.Duration(1+rng.IntN(3)) * time.Second
+				if alg == redlimit.TokenBucket {
+					return redlimit.TokenBucketConfig(rate, iv, room)
+				}
+				return redlimit.LeakyBucketConfig(rate, iv, room)
+			}
+			for trace := range 50 {
+				clk := clock.NewFake(t0)
+				s := New(WithTimeSource(clk))
+				cfg := cfgOf()
+				lk := redlimit.Key{Name: "ref", Client: "k"}
+				pk := redlimit.PolicyKey{Policy: "p", Key: "k"}
+				set := func(how redlimit.SetMode) (redlimit.Config, redlimit.PolicyConfig) {
+					c, _, err := s.SetConfig(ctx, "ref", cfg.WithMode(redlimit.PerClient), how)
+					if err != nil {
+						t.Fatal(err)
+					}
+					pc, _, err := s.SetPolicy(ctx, "p", redlimit.PolicyConfig{Limits: []redlimit.Config{cfg}}, how)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return c, pc
+				}
+				known, pknown := set(redlimit.SetResetState)
+				var ats []time.Time // reservations not handed back
+				for step := range 80 {
+					where := func() string { return "trace " + strconv.Itoa(trace) + " step " + strconv.Itoa(step) }
+					switch op := rng.IntN(10); {
+					case op < 4:
+						n := 1 + rng.Int64N(min(known.MaxPermits(), 3))
+						wait := time.Duration(0)
+						if rng.IntN(2) == 0 {
+							wait = time.Duration(rng.IntN(4)) * time.Second
+						}
+						want, err1 := s.Acquire(ctx, lk, known, n, wait)
+						got, err2 := s.AcquireKey(ctx, pk, pknown, n, wait)
+						if err1 != nil || err2 != nil || got.Granted != want.Granted || got.Wait != want.Wait || got.Limits[0].Remaining != want.Remaining || got.Full != want.Full || !got.At.Equal(want.At) {
+							t.Fatalf("%s: Acquire(%d, %v): key %+v, %v; limiter %+v, %v", where(), n, wait, got, err2, want, err1)
+						}
+						if got.Granted && got.Wait > 0 {
+							ats = append(ats, got.At)
+						}
+					case op < 5 && len(ats) > 0:
+						i := rng.IntN(len(ats))
+						at := ats[i]
+						ats = append(ats[:i], ats[i+1:]...)
+						want, err1 := s.Cancel(ctx, lk, known, at, 1)
+						got, err2 := s.CancelKey(ctx, pk, pknown, at, 1)
+						if err1 != nil || err2 != nil || got != want {
+							t.Fatalf("%s: Cancel: key %d, %v; limiter %d, %v", where(), got, err2, want, err1)
+						}
+					case op < 6:
+						want, err1 := s.Release(ctx, lk, known, 1, time.Time{})
+						got, err2 := s.ReleaseKey(ctx, pk, pknown, 1)
+						if err1 != nil || err2 != nil || got != want {
+							t.Fatalf("%s: Release: key %d, %v; limiter %d, %v", where(), got, err2, want, err1)
+						}
+					case op < 7:
+						want, _, err1 := s.Available(ctx, lk, known)
+						got, err2 := s.StatusKey(ctx, pk, pknown)
+						if err1 != nil || err2 != nil || got.Limits[0].Remaining != want {
+							t.Fatalf("%s: Available: key %+v, %v; limiter %d, %v", where(), got, err2, want, err1)
+						}
+					case op < 8 && rng.IntN(4) == 0:
+						cfg = cfgOf()
+						how := redlimit.SetKeepState
+						if rng.IntN(3) == 0 {
+							how, ats = redlimit.SetResetState, nil
+						}
+						known, pknown = set(how)
+					default:
+						clk.Advance(time.Duration(rng.IntN(1500)) * time.Millisecond)
+					}
+				}
+			}
+		})
+	}
+}

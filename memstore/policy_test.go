@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,5 +177,65 @@ func TestPolicyCompactAsLimiter(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPolicyConcurrentSetLimits: calls on a few keys race with SetLimits
+// keeping the state (records widened and compacted again) and with
+// status reads; at a standing clock no key is granted more than the
+// largest burst, as no time refills a bucket and a change carries its
+// tokens over, capped.
+func TestPolicyConcurrentSetLimits(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	s := New(WithTimeSource(clk))
+	a, b := redlimit.TokenBucketConfig(1, time.Minute, 10), redlimit.TokenBucketConfig(2, time.Minute, 6)
+	p, err := redlimit.NewPolicy(s, "race", []redlimit.Config{a}, redlimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys, workers, calls = 8, 4, 200
+	granted := make([][keys]int64, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range calls {
+				k := p.Key("k" + strconv.Itoa(i%keys))
+				r, err := k.TryAcquire(ctx, 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Allowed {
+					granted[w][i%keys]++
+				}
+				if _, err := k.Status(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range 50 {
+			limits := []redlimit.Config{a}
+			if i%2 == 0 {
+				limits = []redlimit.Config{b}
+			}
+			if err := p.SetLimits(ctx, limits); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	for k := range keys {
+		var sum int64
+		for w := range workers {
+			sum += granted[w][k]
+		}
+		if sum > 10 || sum < 1 {
+			t.Errorf("key k%d: %d granted at one instant; want 1..10", k, sum)
+		}
 	}
 }

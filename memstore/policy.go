@@ -62,6 +62,10 @@ type keyShard struct {
 	// store time (µs) of the last sweep.
 	next  int
 	swept int64
+	// peak is the most keys a sweep found since the maps were last made:
+	// a Go map keeps its room when emptied, so a sweep that leaves a
+	// quarter of it makes them anew.
+	peak int
 }
 
 // record is a bucket's state (algorithm.Deficit) with its config left out
@@ -432,6 +436,7 @@ func (st *keyState) forgotten(c *pconf, now int64) bool {
 
 // sweep drops the forgotten keys; ks.mu is held.
 func (ks *keyShard) sweep(c *pconf, now int64) {
+	ks.peak = max(ks.peak, len(ks.m)+len(ks.c))
 	for k, st := range ks.m {
 		if st.forgotten(c, now) {
 			delete(ks.m, k)
@@ -447,7 +452,23 @@ func (ks *keyShard) sweep(c *pconf, now int64) {
 			}
 		}
 	}
-	ks.next, ks.swept = 2*(len(ks.m)+len(ks.c)), now
+	n := len(ks.m) + len(ks.c)
+	if ks.peak >= 4*minSweepSize && n <= ks.peak/4 {
+		ks.m, ks.c, ks.peak = remake(ks.m), remake(ks.c), n
+	}
+	ks.next, ks.swept = 2*n, now
+}
+
+// remake returns m in a map of its size (nil when empty).
+func remake[V any](m map[string]V) map[string]V {
+	if len(m) == 0 {
+		return nil
+	}
+	r := make(map[string]V, len(m))
+	for k, v := range m {
+		r[k] = v
+	}
+	return r
 }
 
 // parts returns the limits of a call as algorithm parts, in buf.

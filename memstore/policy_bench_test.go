@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/memstore"
 )
 
@@ -21,10 +22,12 @@ func heapInUse() uint64 {
 }
 
 // BenchmarkPolicyMillionKeys: the memory of a million busy token-bucket
-// keys of one policy (each holding tokens owed), per key, keys included
-// ("user:" and a number). Run it with -benchtime=1x.
+// keys of one policy (each owing tokens), per key, keys included ("user:"
+// and a number); and what is left of it once they are idle and swept
+// (idle-B/key), the sweeps paid for by 10,000 new keys. Run it with
+// -benchtime=1x.
 func BenchmarkPolicyMillionKeys(b *testing.B) {
-	const n = 1_000_000
+	const n, fresh = 1_000_000, 10_000
 	ctx := context.Background()
 	keys := make([]string, n)
 	for i := range keys {
@@ -32,8 +35,9 @@ func BenchmarkPolicyMillionKeys(b *testing.B) {
 	}
 	for b.Loop() {
 		before := heapInUse()
-		s := memstore.New()
-		p, err := redlimit.NewPolicy(s, "users", []redlimit.Config{redlimit.TokenBucketConfig(10, time.Minute, 10)})
+		clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+		s := memstore.New(memstore.WithTimeSource(clk))
+		p, err := redlimit.NewPolicy(s, "users", []redlimit.Config{redlimit.TokenBucketConfig(10, time.Minute, 10)}, redlimit.WithClock(clk))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -42,11 +46,20 @@ func BenchmarkPolicyMillionKeys(b *testing.B) {
 				b.Fatalf("key %s: %+v, %v", k, r, err)
 			}
 		}
-		after := heapInUse()
+		busy := heapInUse()
 		if got := s.PolicyKeys("users"); got != n {
 			b.Fatalf("%d keys held, want %d", got, n)
 		}
-		b.ReportMetric(float64(after-before)/n, "B/key")
+		clk.Advance(time.Minute)
+		for i := range fresh {
+			p.Key("new:"+strconv.Itoa(i)).TryAcquire(ctx, 1)
+		}
+		idle := heapInUse()
+		if got := s.PolicyKeys("users"); got != fresh {
+			b.Fatalf("%d keys held once idle, want %d", got, fresh)
+		}
+		b.ReportMetric(float64(busy-before)/n, "B/key")
+		b.ReportMetric(float64(idle-before)/n, "idle-B/key")
 		runtime.KeepAlive(s)
 	}
 	runtime.KeepAlive(keys)

@@ -23,6 +23,12 @@
 // to its config, which equal configs share: at a million per-user token
 // buckets, about 250 bytes each with state, 220 once idle
 // (BenchmarkMillionKeys).
+//
+// A keyed policy (redlimit.Policy) keeps its config once and, per key, only
+// state, swept the same way: an idle key takes nothing once swept
+// (Store.PolicyKeys counts the keys held). The keys of a policy of one
+// token or leaky bucket, the per-user limit of most services, are compact
+// records of the bucket's state alone (BenchmarkPolicyMillionKeys).
 package memstore
 
 import (

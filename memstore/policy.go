@@ -109,7 +109,7 @@ func (r record) decode(d *algorithm.Deficit, lim algorithm.Limit) {
 
 // adopt makes c the policy the shard's records are counted under: the
 // records of another one become whole states (those of another epoch
-// are gone). ks.mu is held.
+// are gone); a policy that keeps no records leaves none. ks.mu is held.
 func (ks *keyShard) adopt(c *pconf) {
 	if ks.cc == c {
 		return
@@ -127,6 +127,10 @@ func (ks *keyShard) adopt(c *pconf) {
 			}
 		}
 		clear(ks.c)
+	}
+	if !c.compact {
+		ks.cc, ks.scratch = nil, nil
+		return
 	}
 	if ks.cc == nil || ks.cc.limits[0].spec != c.limits[0].spec {
 		ks.scratch = c.limits[0].spec.New()
@@ -346,9 +350,7 @@ func (s *Store) beginKey(ctx context.Context, k redlimit.PolicyKey, known *redli
 	ks := &p.keys[maphash.String(s.seed, k.Key)&(keyShards-1)]
 	now := s.nowUS()
 	ks.mu.Lock()
-	if c.compact {
-		ks.adopt(c)
-	}
+	ks.adopt(c)
 	call := pcall{c: c, ks: ks, key: k.Key, now: now}
 	if call.st = ks.m[k.Key]; call.st == nil && c.compact {
 		r, ok := ks.c[k.Key]

@@ -239,3 +239,46 @@ func TestPolicyConcurrentSetLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyLayoutChangeKeepsState: a policy changed between one bucket
+// (records) and several limits (whole states), keeping the state, keeps
+// each key's count.
+func TestPolicyLayoutChangeKeepsState(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	s := New(WithTimeSource(clk))
+	bucket := redlimit.TokenBucketConfig(1, time.Hour, 10)
+	p, err := redlimit.NewPolicy(s, "layout", []redlimit.Config{bucket}, redlimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := p.Key("k").TryAcquire(ctx, 3); err != nil || !r.Allowed {
+		t.Fatalf("3 permits: %+v, %v", r, err)
+	}
+	remaining := func(want ...int64) {
+		t.Helper()
+		r, err := p.Key("k").Status(ctx)
+		if err != nil || len(r.Limits) != len(want) {
+			t.Fatalf("status: %+v, %v; want %v left", r, err, want)
+		}
+		for i, w := range want {
+			if r.Limits[i].Remaining != w {
+				t.Fatalf("status: %+v; want %v left", r.Limits, want)
+			}
+		}
+	}
+	if err := p.SetLimits(ctx, []redlimit.Config{bucket, redlimit.PerMinute(5)}); err != nil {
+		t.Fatal(err)
+	}
+	remaining(7, 5)
+	if r, err := p.Key("k").TryAcquire(ctx, 1); err != nil || !r.Allowed {
+		t.Fatalf("1 permit on two limits: %+v, %v", r, err)
+	}
+	if err := p.SetLimits(ctx, []redlimit.Config{bucket}); err != nil {
+		t.Fatal(err)
+	}
+	remaining(6)
+	if r, err := p.Key("k").TryAcquire(ctx, 1); err != nil || !r.Allowed || r.Remaining != 5 {
+		t.Fatalf("back on one bucket: %+v, %v; want 5 left", r, err)
+	}
+}

@@ -14,7 +14,7 @@ import (
 var acquireCmd = &command{
 	name:     "acquire",
 	summary:  "take permits now, or waiting at most --wait; exit status 0 granted, 1 refused",
-	synopsis: "NAME [--permits N] [--wait D] [--client ID]\n[--rate N --interval D [--algorithm A] [--burst N] [--capacity N] [--mode M]]",
+	synopsis: "NAME [--permits N] [--wait D] [--client ID]\n[--rate N --interval D [--algorithm A] [--burst N] [--capacity N] [--mode M]]\nNAME --key K [--permits N] [--wait D] [--limit SPEC]... [--algorithm A]",
 	wantName: true,
 	run:      cmdAcquire,
 	help: `
@@ -25,7 +25,13 @@ The config flags (--rate with --interval or --per, and --algorithm, --burst,
 config is stored the limiter is created with it on first use (a stored
 config wins). The memory store lives only as long as the command, so there
 they are needed. --client names this client's own limit in per-client mode
-(default: a new client every run).` + algorithmsHelp,
+(default: a new client every run).
+
+With --key K it asks a keyed policy (set-rate NAME --limit ...) for permits
+for key K, on every limit: granted only if each grants them, and then
+charged to all; a refusal names the limit that refused. --limit SPEC, as
+set-rate takes it, passes the policy along with the call: stored if none
+is (a stored policy wins).` + algorithmsHelp,
 }
 
 // cmdAcquire is "redlimit acquire".
@@ -37,9 +43,15 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 	permits := fs.Int64("permits", 1, "`number` of permits to acquire")
 	wait := fs.Duration("wait", 0, "wait at most this `duration` for the permits (0: refuse at once)")
 	client := fs.String("client", "", "client `ID`: selects this client's limit in per-client mode (default: a new client)")
+	key := fs.String("key", "", "the `key` (a user, an API key, a client IP) to acquire for under a keyed policy")
+	var limits limitList
+	fs.Var(&limits, "limit", limitFlagHelp+"; with --key, the policy to store if none is")
 	name, code, ok := c.parse(fs, cmd, args)
 	if !ok {
 		return code
+	}
+	if set := given(fs); set["key"] || set["limit"] {
+		return acquireKey(ctx, c, cmd, &sf, &cf, name, *key, limits, *permits, *wait)
 	}
 	var (
 		opts      []redlimit.Option
@@ -146,6 +158,102 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 		fmt.Fprintf(c.stdout, "granted %s of %q after waiting %s: %d remaining\n", plural(*permits, "permit"), name, res.Waited, res.Remaining)
 	default:
 		fmt.Fprintf(c.stdout, "granted %s of %q: %d remaining\n", plural(*permits, "permit"), name, res.Remaining)
+	}
+	return code
+}
+
+// acquireKey is "acquire NAME --key K": permits for one key of a keyed
+// policy, on every limit.
+func acquireKey(ctx context.Context, c *cli, cmd *command, sf *storeFlags, cf *configFlags, name, key string, specs []string, permits int64, wait time.Duration) int {
+	set := given(cf.fs)
+	switch {
+	case !set["key"]:
+		return c.usageError(cmd, "--limit needs --key: a policy's limits apply per key (or use --rate for a plain limiter)")
+	case set["client"]:
+		return c.usageError(cmd, "--key and --client cannot be combined (a key is a policy's, a client a per-client limiter's)")
+	case otherConfigFlag(set) != "":
+		return c.usageError(cmd, fmt.Sprintf("--key and --%s cannot be combined: a policy's limits are given with --limit %s", otherConfigFlag(set), limitSyntax))
+	case set["algorithm"] && !set["limit"]:
+		return c.usageError(cmd, "--algorithm with --key is the default algorithm of --limit: give --limit too")
+	case wait < 0:
+		return c.errorf(cmd, "invalid --wait %s: must not be negative", wait)
+	}
+	var requested []redlimit.Config
+	if len(specs) > 0 {
+		var err error
+		if requested, err = parseLimits(specs, cf.algorithm, set["algorithm"]); err != nil {
+			return c.fail(cmd, err)
+		}
+	}
+	ctx, p, done, err := c.openPolicy(ctx, cmd, sf, name, wait, requested)
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	defer done()
+	k := p.Key(key)
+	var res redlimit.Result
+	if wait > 0 {
+		res, err = k.TryAcquireWait(ctx, permits, wait)
+	} else {
+		res, err = k.TryAcquire(ctx, permits)
+	}
+	if errors.Is(err, redlimit.ErrNotInitialized) {
+		return c.notPolicy(cmd, name, ", or pass --limit")
+	}
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	// The limits in force, when they are not those asked for.
+	if requested != nil && len(res.Limits) > 0 {
+		inForce := make([]redlimit.Config, len(res.Limits))
+		for i, l := range res.Limits {
+			inForce[i] = l.Config
+		}
+		if limitNames(inForce) != limitNames(requested) {
+			c.note(cmd, "stored policy %s is in force; --limit %s not applied; use set-rate to change it", limitNames(inForce), limitNames(requested))
+		}
+	}
+	code := exitOK
+	if !res.Allowed {
+		code = exitRefused
+	}
+	if sf.json {
+		out := struct {
+			Name         string            `json:"name"`
+			Key          string            `json:"key"`
+			Permits      int64             `json:"permits"`
+			Allowed      bool              `json:"allowed"`
+			Remaining    int64             `json:"remaining"`
+			RetryAfterMS int64             `json:"retry_after_ms"`
+			WaitedMS     int64             `json:"waited_ms"`
+			At           string            `json:"at,omitempty"`
+			RefusedBy    string            `json:"refused_by,omitempty"`
+			Limits       []limitStatusJSON `json:"limits"`
+		}{Name: name, Key: key, Permits: permits, Allowed: res.Allowed, Remaining: res.Remaining,
+			RetryAfterMS: res.RetryAfter.Milliseconds(), WaitedMS: res.Waited.Milliseconds(), Limits: statusJSON(res.Limits)}
+		if res.Allowed {
+			out.At = res.At.UTC().Format(time.RFC3339Nano)
+		}
+		if l, ok := res.RefusedBy(); ok {
+			out.RefusedBy = l.Name
+		}
+		if c.printJSON(cmd, out) != exitOK {
+			return exitError
+		}
+		return code
+	}
+	what := fmt.Sprintf("%s of %q for key %q", plural(permits, "permit"), name, key)
+	switch {
+	case !res.Allowed:
+		by := ""
+		if l, ok := res.RefusedBy(); ok && len(res.Limits) > 1 {
+			by = " (limit " + l.Name + ")"
+		}
+		fmt.Fprintf(c.stdout, "refused %s: %d remaining, retry after %s%s\n", what, res.Remaining, res.RetryAfter, by)
+	case res.Waited > 0:
+		fmt.Fprintf(c.stdout, "granted %s after waiting %s: %d remaining\n", what, res.Waited, res.Remaining)
+	default:
+		fmt.Fprintf(c.stdout, "granted %s: %d remaining\n", what, res.Remaining)
 	}
 	return code
 }

@@ -124,6 +124,8 @@ The commands that print a result take:
 %s
 Durations are Go durations: 500ms, 1s, 1m, 1h30m; --per second|minute|hour|day
 may replace --interval.
+A keyed policy applies its limits per key (--key K), each --limit SPEC one
+limit: RATE/INTERVAL[,algorithm=A][,burst=N][,capacity=N], e.g. 10/1s, 1000/1h.
 Exit status: 0 success (acquire: granted), 1 acquire refused, 2 bad usage or error.
 Run 'redlimit help COMMAND' or 'redlimit COMMAND -h' for a command's flags.
 `
@@ -133,7 +135,9 @@ Run 'redlimit help COMMAND' or 'redlimit COMMAND -h' for a command's flags.
 func usage(w io.Writer) {
 	fmt.Fprint(w, usageHead)
 	for _, cmd := range commands {
-		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  redlimit %-9s %s", cmd.name, indent(cmd.synopsis, 21)), " "))
+		for _, form := range forms(cmd) {
+			fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  redlimit %-9s %s", cmd.name, indent(form, 21)), " "))
+		}
 	}
 	fmt.Fprint(w, "\nCommands:\n")
 	for _, cmd := range commands {
@@ -163,10 +167,33 @@ func commandHelp(w io.Writer, cmd *command) {
 }
 
 // synopsisLine is "usage: redlimit NAME SYNOPSIS", its continuation lines
-// aligned under the first argument.
+// aligned under the first argument, and "   or: redlimit NAME ..." for each
+// other form.
 func synopsisLine(cmd *command) string {
-	head := "usage: redlimit " + cmd.name + " "
-	return head + indent(cmd.synopsis, len(head))
+	var b strings.Builder
+	for i, form := range forms(cmd) {
+		head := "usage: redlimit " + cmd.name + " "
+		if i > 0 {
+			b.WriteString("\n")
+			head = "   or: redlimit " + cmd.name + " "
+		}
+		b.WriteString(head + indent(form, len(head)))
+	}
+	return b.String()
+}
+
+// forms splits cmd's synopsis into its forms: a line that starts with
+// "NAME " after the first begins another.
+func forms(cmd *command) []string {
+	var out []string
+	for i, line := range strings.Split(cmd.synopsis, "\n") {
+		if i == 0 || strings.HasPrefix(line, "NAME ") {
+			out = append(out, line)
+		} else {
+			out[len(out)-1] += "\n" + line
+		}
+	}
+	return out
 }
 
 // indent indents the lines of s after the first by n spaces.

@@ -20,9 +20,12 @@
 //	  redlimit demo      [--callers 20] [--rate 1] [--interval 1s] [--permits 1] [--name demo]
 //	  redlimit set-rate  NAME --rate N (--interval D | --per UNIT) [--algorithm A] [--burst N] [--capacity N]
 //	                     [--mode overall|per-client] [--reset] [--try]
+//	  redlimit set-rate  NAME --limit SPEC... [--algorithm A] [--reset] [--try]
 //	  redlimit acquire   NAME [--permits N] [--wait D] [--client ID]
 //	                     [--rate N --interval D [--algorithm A] [--burst N] [--capacity N] [--mode M]]
+//	  redlimit acquire   NAME --key K [--permits N] [--wait D] [--limit SPEC]... [--algorithm A]
 //	  redlimit get       NAME [--client ID] [--redisson [--layout current|legacy]]
+//	  redlimit get       NAME --key K
 //	  redlimit delete    NAME
 //	  redlimit migrate   NAME [--layout current|legacy] [--client ID]...
 //	  redlimit simulate  [--traffic steady|bursty|ramp|on-off] [--rate 10] [--interval 1s] [--duration 10s]
@@ -33,10 +36,10 @@
 //
 //	Commands:
 //	  demo       callers wait in Acquire on one limiter; prints each grant as it happens
-//	  set-rate   store a limiter's config (SetRate, or TrySetRate with --try)
+//	  set-rate   store a limiter's config, or a keyed policy's limits (--limit)
 //	  acquire    take permits now, or waiting at most --wait; exit status 0 granted, 1 refused
-//	  get        print the config and the permits available (--redisson: a Redisson limiter)
-//	  delete     remove a limiter, its config and its state
+//	  get        print the config and the permits available (--key: a key's, --redisson)
+//	  delete     remove a limiter (or keyed policy), its config and its state
 //	  migrate    turn a Redisson limiter into a native one, permits in use and all
 //	  simulate   run one stream of requests through every algorithm on virtual time
 //	  bench      measure redlimit beside its peers (runs the source tree's bench/ module)
@@ -60,6 +63,8 @@
 //	sliding-counter, token-bucket (--burst), leaky-bucket (--capacity).
 //	Durations are Go durations: 500ms, 1s, 1m, 1h30m; --per second|minute|hour|day
 //	may replace --interval.
+//	A keyed policy applies its limits per key (--key K), each --limit SPEC one
+//	limit: RATE/INTERVAL[,algorithm=A][,burst=N][,capacity=N], e.g. 10/1s, 1000/1h.
 //	Exit status: 0 success (acquire: granted), 1 acquire refused, 2 bad usage or error.
 //	Run 'redlimit help COMMAND' or 'redlimit COMMAND -h' for a command's flags.
 //
@@ -98,6 +103,7 @@
 //
 //	usage: redlimit set-rate NAME --rate N (--interval D | --per UNIT) [--algorithm A] [--burst N] [--capacity N]
 //	                         [--mode overall|per-client] [--reset] [--try]
+//	   or: redlimit set-rate NAME --limit SPEC... [--algorithm A] [--reset] [--try]
 //
 //	Stores the limiter's config for every client and prints it. By default
 //	(SetRate) the permits already granted still count under the new config
@@ -105,6 +111,13 @@
 //	it starts afresh); --reset starts from nothing. --try (TrySetRate) writes
 //	only where no config is stored: it reports whether it did, and a different
 //	stored config is an error.
+//
+//	With --limit it stores a keyed policy instead (NewPolicy, SetLimits): one
+//	rule applied per key (acquire --key K), one --limit per limit, each
+//	RATE/INTERVAL[,algorithm=A][,burst=N][,capacity=N] ("10/1s", "1000/1h",
+//	"10/1s,algorithm=token-bucket,burst=20"); the algorithm defaults to
+//	--algorithm. A request is granted only if every limit grants it.
+//	--limit replaces --rate, --interval, --per, --burst, --capacity and --mode.
 //
 //	Algorithms (--algorithm, default sliding-log):
 //	  sliding-log      at most rate permits in any window of the interval (exact)
@@ -128,6 +141,8 @@
 //	    	the interval of the rate, a whole number of milliseconds (1s, 1m, ...); fixed windows are this long, aligned to the clock
 //	  -json
 //	    	print one JSON object on stdout
+//	  -limit limit
+//	    	one limit of a keyed policy, RATE/INTERVAL[,algorithm=A][,burst=N][,capacity=N] (10/1s, 1000/1h, 10/1s,algorithm=token-bucket,burst=20); repeatable: a request needs every limit's grant
 //	  -mode mode
 //	    	mode: overall (one limit shared by all clients) or per-client (default "overall")
 //	  -per unit
@@ -149,6 +164,7 @@
 //
 //	usage: redlimit acquire NAME [--permits N] [--wait D] [--client ID]
 //	                        [--rate N --interval D [--algorithm A] [--burst N] [--capacity N] [--mode M]]
+//	   or: redlimit acquire NAME --key K [--permits N] [--wait D] [--limit SPEC]... [--algorithm A]
 //
 //	Asks for permits: at once (TryAcquire) or, with --wait D, waiting at most D
 //	for them (TryAcquireWait). Exit status 0 granted, 1 refused, 2 error.
@@ -158,6 +174,12 @@
 //	config wins). The memory store lives only as long as the command, so there
 //	they are needed. --client names this client's own limit in per-client mode
 //	(default: a new client every run).
+//
+//	With --key K it asks a keyed policy (set-rate NAME --limit ...) for permits
+//	for key K, on every limit: granted only if each grants them, and then
+//	charged to all; a refusal names the limit that refused. --limit SPEC, as
+//	set-rate takes it, passes the policy along with the call: stored if none
+//	is (a stored policy wins).
 //
 //	Algorithms (--algorithm, default sliding-log):
 //	  sliding-log      at most rate permits in any window of the interval (exact)
@@ -183,6 +205,10 @@
 //	    	the interval of the rate, a whole number of milliseconds (1s, 1m, ...); fixed windows are this long, aligned to the clock
 //	  -json
 //	    	print one JSON object on stdout
+//	  -key key
+//	    	the key (a user, an API key, a client IP) to acquire for under a keyed policy
+//	  -limit limit
+//	    	one limit of a keyed policy, RATE/INTERVAL[,algorithm=A][,burst=N][,capacity=N] (10/1s, 1000/1h, 10/1s,algorithm=token-bucket,burst=20); repeatable: a request needs every limit's grant; with --key, the policy to store if none is
 //	  -mode mode
 //	    	mode: overall (one limit shared by all clients) or per-client (default "overall")
 //	  -per unit
@@ -203,6 +229,7 @@
 // # redlimit get
 //
 //	usage: redlimit get NAME [--client ID] [--redisson [--layout current|legacy]]
+//	   or: redlimit get NAME --key K
 //
 //	Prints the stored config and the permits a request could be granted now
 //	(for --client ID in per-client mode). With --redisson it reads a limiter of
@@ -212,11 +239,19 @@
 //	(repeatable). A limiter that is not there, or has no config, is an error
 //	(exit status 2).
 //
+//	A keyed policy of the name (set-rate NAME --limit ...) is shown too: its
+//	limits, one a line. With --key K, the key's state on every limit instead,
+//	charging nothing: what remains, when the limit is whole again (reset
+//	after) and, if one permit would be refused now, when it would not be
+//	(retry after).
+//
 //	Flags:
 //	  -client ID
 //	    	client ID whose permits to count in per-client mode (default: a new client; with --redisson: repeatable, default every client found)
 //	  -json
 //	    	print one JSON object on stdout
+//	  -key key
+//	    	the key whose state to print on every limit of a keyed policy
 //	  -layout current
 //	    	with --redisson: the Redisson layout, current or legacy (default "current")
 //	  -prefix prefix
@@ -232,7 +267,8 @@
 //
 //	usage: redlimit delete NAME
 //
-//	Removes the limiter, its config and its state; prints whether it existed.
+//	Removes the limiter, its config and its state, and the keyed policy of the
+//	name with its keys' states, if any; prints whether either existed.
 //
 //	Flags:
 //	  -json

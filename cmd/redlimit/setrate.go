@@ -12,8 +12,8 @@ import (
 // setRateCmd is "redlimit set-rate".
 var setRateCmd = &command{
 	name:     "set-rate",
-	summary:  "store a limiter's config (SetRate, or TrySetRate with --try)",
-	synopsis: "NAME --rate N (--interval D | --per UNIT) [--algorithm A] [--burst N] [--capacity N]\n[--mode overall|per-client] [--reset] [--try]",
+	summary:  "store a limiter's config, or a keyed policy's limits (--limit)",
+	synopsis: "NAME --rate N (--interval D | --per UNIT) [--algorithm A] [--burst N] [--capacity N]\n[--mode overall|per-client] [--reset] [--try]\nNAME --limit SPEC... [--algorithm A] [--reset] [--try]",
 	wantName: true,
 	run:      cmdSetRate,
 	help: `
@@ -22,7 +22,14 @@ Stores the limiter's config for every client and prints it. By default
 (unless the algorithm changes: another algorithm's state means nothing, so
 it starts afresh); --reset starts from nothing. --try (TrySetRate) writes
 only where no config is stored: it reports whether it did, and a different
-stored config is an error.` + algorithmsHelp,
+stored config is an error.
+
+With --limit it stores a keyed policy instead (NewPolicy, SetLimits): one
+rule applied per key (acquire --key K), one --limit per limit, each
+RATE/INTERVAL[,algorithm=A][,burst=N][,capacity=N] ("10/1s", "1000/1h",
+"10/1s,algorithm=token-bucket,burst=20"); the algorithm defaults to
+--algorithm. A request is granted only if every limit grants it.
+--limit replaces --rate, --interval, --per, --burst, --capacity and --mode.` + algorithmsHelp,
 }
 
 // cmdSetRate is "redlimit set-rate".
@@ -31,6 +38,8 @@ func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
 	fs := c.flagSet(cmd, &sf)
 	var cf configFlags
 	cf.register(fs, "permits per interval (required)")
+	var limits limitList
+	fs.Var(&limits, "limit", limitFlagHelp)
 	reset := fs.Bool("reset", false, "start afresh: the permits already granted no longer count")
 	try := fs.Bool("try", false, "TrySetRate: store the config only if none is stored")
 	name, code, ok := c.parse(fs, cmd, args)
@@ -38,15 +47,21 @@ func cmdSetRate(ctx context.Context, c *cli, cmd *command, args []string) int {
 		return code
 	}
 	set := given(fs)
+	if *reset && *try {
+		return c.usageError(cmd, "--reset and --try cannot be combined (--try never changes a stored config)")
+	}
+	if set["limit"] {
+		if f := otherConfigFlag(set); f != "" {
+			return c.usageError(cmd, fmt.Sprintf("--limit and --%s cannot be combined: each --limit is one whole limit, %s", f, limitSyntax))
+		}
+		return setPolicy(ctx, c, cmd, &sf, &cf, name, limits, *reset, *try)
+	}
 	hasInterval, err := cf.resolveInterval()
 	if err != nil {
 		return c.usageError(cmd, err.Error())
 	}
 	if !set["rate"] || !hasInterval {
-		return c.usageError(cmd, "--rate and --interval are required (or --per instead of --interval)")
-	}
-	if *reset && *try {
-		return c.usageError(cmd, "--reset and --try cannot be combined (--try never changes a stored config)")
+		return c.usageError(cmd, "--rate and --interval are required (or --per instead of --interval), or --limit for a keyed policy")
 	}
 	cfg, err := cf.config()
 	if err != nil {
@@ -127,4 +142,71 @@ type setRateJSON struct {
 	Mismatch  bool        `json:"mismatch,omitempty"`
 	Requested *configJSON `json:"requested,omitempty"`
 	Error     string      `json:"error,omitempty"`
+}
+
+// otherConfigFlag names a config flag given beside --limit that a limit
+// spec replaces (all but --algorithm, the limits' default), or "".
+func otherConfigFlag(set map[string]bool) string {
+	for _, f := range configFlagNames {
+		if f != "algorithm" && set[f] {
+			return f
+		}
+	}
+	return ""
+}
+
+// setPolicy is "set-rate NAME --limit ...": it stores a keyed policy.
+func setPolicy(ctx context.Context, c *cli, cmd *command, sf *storeFlags, cf *configFlags, name string, specs []string, reset, try bool) int {
+	limits, err := parseLimits(specs, cf.algorithm, given(cf.fs)["algorithm"])
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	ctx, p, done, err := c.openPolicy(ctx, cmd, sf, name, 0, nil)
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	defer done()
+	written := true
+	if try {
+		written, err = p.TrySetLimits(ctx, limits)
+		if errors.Is(err, redlimit.ErrConfigMismatch) {
+			if stored, serr := p.Limits(ctx); serr == nil {
+				return c.errorf(cmd, "a different policy is stored: %s (requested %s)", limitNames(stored), limitNames(limits))
+			}
+		}
+	} else {
+		var opts []redlimit.SetOption
+		if reset {
+			opts = append(opts, redlimit.ResetState())
+		}
+		err = p.SetLimits(ctx, limits, opts...)
+	}
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	stored, err := p.Limits(ctx)
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	if sf.json {
+		return c.printJSON(cmd, setPolicyJSON{Name: name, Set: written, Reset: reset, Limits: limitsJSON(stored)})
+	}
+	switch {
+	case !written:
+		fmt.Fprintf(c.stdout, "unchanged policy %q: %s is set already\n", name, limitNames(stored))
+	case reset:
+		fmt.Fprintf(c.stdout, "set policy %q: %s, state reset\n", name, limitNames(stored))
+	default:
+		fmt.Fprintf(c.stdout, "set policy %q: %s\n", name, limitNames(stored))
+	}
+	return exitOK
+}
+
+// setPolicyJSON is "set-rate --limit ... --json": the limits stored after
+// the command.
+type setPolicyJSON struct {
+	Name   string      `json:"name"`
+	Set    bool        `json:"set"`
+	Reset  bool        `json:"reset"`
+	Limits []limitJSON `json:"limits"`
 }

@@ -66,20 +66,29 @@ func (c *cli) openStore(sf *storeFlags) (redlimit.Store, func(), error) {
 // for this run it notes that the limiter lives for this command only. done
 // closes the store and ends the bounded context.
 func (c *cli) openLimiter(ctx context.Context, cmd *command, sf *storeFlags, name string, extra time.Duration, opts ...redlimit.Option) (bounded context.Context, l *redlimit.Limiter, done func(), err error) {
+	bounded, store, done, err := c.openBounded(ctx, sf, extra)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	l, err = redlimit.New(store, name, append([]redlimit.Option{redlimit.WithClock(c.clock())}, opts...)...)
+	if err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	c.noteMemory(cmd)
+	return bounded, l, done, nil
+}
+
+// openBounded opens the store sf names and bounds ctx as openLimiter does;
+// done closes the store and ends the bounded context.
+func (c *cli) openBounded(ctx context.Context, sf *storeFlags, extra time.Duration) (bounded context.Context, store redlimit.Store, done func(), err error) {
 	bounded, cancel := sf.bound(ctx, extra)
 	store, closeStore, err := c.openStore(sf)
 	if err != nil {
 		cancel()
 		return nil, nil, nil, err
 	}
-	l, err = redlimit.New(store, name, append([]redlimit.Option{redlimit.WithClock(c.clock())}, opts...)...)
-	if err != nil {
-		closeStore()
-		cancel()
-		return nil, nil, nil, err
-	}
-	c.noteMemory(cmd)
-	return bounded, l, func() { closeStore(); cancel() }, nil
+	return bounded, store, func() { closeStore(); cancel() }, nil
 }
 
 // storeNow reads the time of store's clock, which the Results' At are in:

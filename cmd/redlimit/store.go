@@ -57,7 +57,14 @@ func (c *cli) openStore(sf *storeFlags) (redlimit.Store, func(), error) {
 		_ = rdb.Close()
 		return nil, nil, err
 	}
-	return s, func() { _ = rdb.Close() }, nil
+	return s, func() {
+		// A store that holds resources of its own (a subscription) ends
+		// them before the client goes.
+		if cl, ok := any(s).(interface{ Close() error }); ok {
+			_ = cl.Close()
+		}
+		_ = rdb.Close()
+	}, nil
 }
 
 // openLimiter opens, for cmd, the store sf names and the limiter name on

@@ -1,0 +1,155 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/redlimit/redlimit"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+)
+
+// KeyFunc derives the key a rule charges a call to: a client's address, an
+// API key, a method, or a combination (Join, First). An error means the
+// call has no such key; the rule's OnKeyError says what then happens.
+type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
+
+// ErrNoKey is wrapped by every error of this package's key functions: the
+// call carries no usable key of that kind.
+var ErrNoKey = errors.New("grpclimit: no key")
+
+// maxKeyLen is redlimit's longest key: longer ones are key errors here, so
+// that OnKeyError decides rather than the store.
+const maxKeyLen = 1024
+
+// PeerIP keys a call by its peer's IP address: an IPv4 address whole, an
+// IPv6 address by its /64 prefix, since one client commonly holds a whole
+// /64 and would otherwise get a fresh limit per address. PeerIPPrefix
+// chooses the prefixes. A peer that is no IP (a Unix socket) is ErrNoKey.
+func PeerIP() KeyFunc {
+	f, _ := PeerIPPrefix(32, 64)
+	return f
+}
+
+// PeerIPPrefix is PeerIP grouping IPv4 addresses by their first v4 bits
+// (1..32) and IPv6 ones by their first v6 bits (1..128). IPv4-mapped IPv6
+// addresses count as IPv4. Bits out of range are an ErrInvalidArgument.
+func PeerIPPrefix(v4, v6 int) (KeyFunc, error) {
+	if v4 < 1 || v4 > 32 {
+		return nil, &redlimit.ArgumentError{Arg: "v4", Value: strconv.Itoa(v4), Reason: "must be 1..32", Kind: redlimit.ErrInvalidArgument}
+	}
+	if v6 < 1 || v6 > 128 {
+		return nil, &redlimit.ArgumentError{Arg: "v6", Value: strconv.Itoa(v6), Reason: "must be 1..128", Kind: redlimit.ErrInvalidArgument}
+	}
+	return func(ctx context.Context, _ string) (string, error) {
+		p, ok := peer.FromContext(ctx)
+		if !ok || p.Addr == nil {
+			return "", fmt.Errorf("%w: the call has no peer", ErrNoKey)
+		}
+		ip, err := peerAddr(p.Addr)
+		if err != nil {
+			return "", err
+		}
+		bits := v6
+		if ip.Is4() {
+			bits = v4
+		}
+		if bits == ip.BitLen() {
+			return ip.String(), nil
+		}
+		pfx, _ := ip.Prefix(bits) // bits is in range for ip's family
+		return pfx.String(), nil
+	}, nil
+}
+
+// peerAddr reads the IP of a peer address, without its zone.
+func peerAddr(a net.Addr) (netip.Addr, error) {
+	var ip netip.Addr
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		ip, _ = netip.AddrFromSlice(a.IP)
+	default:
+		ap, err := netip.ParseAddrPort(a.String())
+		if err != nil {
+			return netip.Addr{}, fmt.Errorf("%w: peer %s %q is no IP address", ErrNoKey, a.Network(), a.String())
+		}
+		ip = ap.Addr()
+	}
+	if !ip.IsValid() {
+		return netip.Addr{}, fmt.Errorf("%w: peer %q is no IP address", ErrNoKey, a.String())
+	}
+	return ip.Unmap().WithZone(""), nil
+}
+
+// Metadata keys a call by the first value of the incoming metadata entry
+// name (an API key, a tenant): missing or empty is ErrNoKey. The client
+// chooses this value, so a rule keyed by it alone limits honest clients;
+// pair it with an authenticating interceptor that runs first, or with a
+// PeerIP rule.
+func Metadata(name string) KeyFunc {
+	name = strings.ToLower(name)
+	return func(ctx context.Context, _ string) (string, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		v := md.Get(name)
+		if len(v) == 0 || v[0] == "" {
+			return "", fmt.Errorf("%w: no %q metadata", ErrNoKey, name)
+		}
+		return v[0], nil
+	}
+}
+
+// FullMethod keys a call by its method, "/package.Service/Method": a limit
+// shared by every caller of a method.
+func FullMethod() KeyFunc {
+	return func(_ context.Context, fullMethod string) (string, error) {
+		if fullMethod == "" {
+			return "", fmt.Errorf("%w: the call names no method", ErrNoKey)
+		}
+		return fullMethod, nil
+	}
+}
+
+// Join keys a call by every key fns give, together (per API key and
+// method, say): each part is quoted, so that no two different lists of
+// parts make the same key. Any part's error is the key's.
+func Join(fns ...KeyFunc) KeyFunc {
+	return func(ctx context.Context, fullMethod string) (string, error) {
+		var b strings.Builder
+		for i, f := range fns {
+			k, err := f(ctx, fullMethod)
+			if err != nil {
+				return "", err
+			}
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Quote(k))
+		}
+		return b.String(), nil
+	}
+}
+
+// First keys a call by the first of fns that gives a key (the API key, or
+// else the peer's address): a fallback. With none, the error joins each
+// one's.
+func First(fns ...KeyFunc) KeyFunc {
+	return func(ctx context.Context, fullMethod string) (string, error) {
+		errs := make([]error, 0, len(fns))
+		for _, f := range fns {
+			k, err := f(ctx, fullMethod)
+			if err == nil {
+				return k, nil
+			}
+			errs = append(errs, err)
+		}
+		if len(errs) == 0 {
+			return "", fmt.Errorf("%w: no key function given", ErrNoKey)
+		}
+		return "", errors.Join(errs...)
+	}
+}

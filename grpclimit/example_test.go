@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -200,6 +201,29 @@ func ExampleRule() {
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-api-key", "k")
 	for range 2 {
 		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
+		fmt.Println(status.Code(err))
+	}
+	// Output:
+	// OK
+	// ResourceExhausted
+}
+
+// A Limiter is a go-grpc-middleware v2 ratelimit.Limiter, for servers
+// built on that package's interceptors.
+func ExampleLimiter_Limit() {
+	lim, _ := grpclimit.New([]grpclimit.Rule{{Policy: examplePolicy("mw", "1/1m")}})
+	srv := grpc.NewServer(
+		grpc.UnaryInterceptor(ratelimit.UnaryServerInterceptor(lim)),
+		grpc.StreamInterceptor(ratelimit.StreamServerInterceptor(lim)))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis, _ := net.Listen("tcp", "127.0.0.1:0")
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	conn, _ := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	for range 2 {
+		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
 		fmt.Println(status.Code(err))
 	}
 	// Output:

@@ -5,6 +5,7 @@ go 1.26.0
 replace github.com/redlimit/redlimit => ../
 
 require (
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
 	github.com/redlimit/redlimit v0.0.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261104224025-d1e00e9f33ab

@@ -230,3 +230,26 @@ func ExampleLimiter_Limit() {
 	// OK
 	// ResourceExhausted
 }
+
+// A client can hold itself to a limit: refused calls fail locally, before
+// they are sent.
+func ExampleLimiter_UnaryClientInterceptor() {
+	lim, _ := grpclimit.New([]grpclimit.Rule{{Policy: examplePolicy("outgoing", "1/1m"), Key: grpclimit.FullMethod()}})
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis, _ := net.Listen("tcp", "127.0.0.1:0")
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	conn, _ := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(lim.UnaryClientInterceptor()),
+		grpc.WithStreamInterceptor(lim.StreamClientInterceptor()))
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	for range 2 {
+		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		fmt.Println(status.Code(err))
+	}
+	// Output:
+	// OK
+	// ResourceExhausted
+}

@@ -194,7 +194,10 @@ func WithShadow() Option {
 
 // WithWait lets a call wait up to max in all for its permits
 // (Keyed.TryAcquireWait) instead of being refused at once, shaping bursts
-// rather than rejecting them; the call's deadline bounds the wait too.
+// rather than rejecting them. The call's deadline bounds the wait too: a
+// call that could be served only after it is refused at once. A call
+// waiting on a later rule holds what earlier rules granted it meanwhile.
+// In shadow mode calls never wait.
 func WithWait(max time.Duration) Option {
 	return func(l *Limiter) error {
 		if max < 0 {
@@ -350,7 +353,7 @@ func (l *Limiter) check(ctx context.Context, method string) (string, error) {
 		rep.Key = key
 		k := r.Policy.Key(key)
 		var res redlimit.Result
-		if wait > 0 {
+		if wait > 0 && !l.shadow {
 			res, err = k.TryAcquireWait(ctx, n, wait)
 			wait = max(0, wait-res.Waited)
 		} else {
@@ -365,6 +368,11 @@ func (l *Limiter) check(ctx context.Context, method string) (string, error) {
 				continue
 			}
 			l.emit(ctx, rep)
+			if ctx.Err() != nil {
+				// The caller gave up: no failure of the store's.
+				l.handBack(ctx, grants)
+				return "", status.FromContextError(ctx.Err()).Err()
+			}
 			return stop(&l.failed, storeStatus(r.Policy.Name(), err))
 		case res.Allowed:
 			if res.Degraded {
@@ -481,4 +489,28 @@ func refusal(policy string, res redlimit.Result) error {
 		return st.Err()
 	}
 	return withDetails.Err()
+}
+
+// UnaryClientInterceptor limits the calls a client makes, before they are
+// sent: a refused call fails locally with the same ResourceExhausted
+// status a server would send. A client's calls have no peer: key its
+// rules with FullMethod, OutgoingMetadata or Static.
+func (l *Limiter) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if _, err := l.check(ctx, method); err != nil {
+			return err
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+// StreamClientInterceptor limits the streams a client opens, each charged
+// once when it opens.
+func (l *Limiter) StreamClientInterceptor() grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		if _, err := l.check(ctx, method); err != nil {
+			return nil, err
+		}
+		return streamer(ctx, desc, cc, method, opts...)
+	}
 }

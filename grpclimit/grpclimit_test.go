@@ -430,3 +430,61 @@ func TestNewValidates(t *testing.T) {
 		}
 	}
 }
+
+// A call whose deadline comes before its turn is refused at once, as a
+// refusal (ResourceExhausted), not a timeout.
+func TestWaitWithinDeadline(t *testing.T) {
+	ctx := t.Context()
+	f := newFixture()
+	l := newLimiter(t, []grpclimit.Rule{{Policy: f.policy(t, "wait-dl", "1/1m,algorithm=token-bucket")}}, grpclimit.WithWait(time.Hour))
+	c := serveLimited(t, l)
+	if err := check(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if delay, _ := details(t, check(dctx, c)); delay != time.Minute {
+		t.Errorf("retry delay %v, want 1m", delay)
+	}
+	if s := l.Stats(); s.Refused != 1 || s.Failed != 0 {
+		t.Errorf("stats %+v, want 1 refused", s)
+	}
+}
+
+// A caller that gives up while waiting gets Canceled, its reserved turn is
+// handed back, and the store is not counted as failing.
+func TestWaitCanceled(t *testing.T) {
+	ctx := t.Context()
+	f := newFixture()
+	ended := make(chan grpclimit.Report, 1)
+	p := f.policy(t, "wait-cancel", "1/1s,algorithm=token-bucket")
+	l := newLimiter(t, []grpclimit.Rule{{Policy: p}}, grpclimit.WithWait(time.Minute), grpclimit.WithReport(func(_ context.Context, r grpclimit.Report) {
+		if r.Err != nil {
+			ended <- r
+		}
+	}))
+	c := serveLimited(t, l)
+	if err := check(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- check(cctx, c) }()
+	if !f.clk.WaitForTimers(1, nil) {
+		t.Fatal("the call did not wait")
+	}
+	cancel()
+	if err := <-done; status.Code(err) != codes.Canceled {
+		t.Fatalf("canceled call: %v", err)
+	}
+	if r := <-ended; !errors.Is(r.Err, context.Canceled) {
+		t.Fatalf("server saw %v, want context.Canceled", r.Err)
+	}
+	f.clk.Advance(time.Second)
+	if left, err := p.Key("127.0.0.1").AvailablePermits(ctx); err != nil || left != 1 {
+		t.Errorf("after a second, %d permits (%v), want 1: the canceled turn is handed back", left, err)
+	}
+	if s := l.Stats(); s.Failed != 0 {
+		t.Errorf("stats %+v, want no failure", s)
+	}
+}

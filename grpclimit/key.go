@@ -103,6 +103,26 @@ func Metadata(name string) KeyFunc {
 	}
 }
 
+// OutgoingMetadata is Metadata for a client's interceptors: it reads the
+// metadata the call sends.
+func OutgoingMetadata(name string) KeyFunc {
+	name = strings.ToLower(name)
+	return func(ctx context.Context, _ string) (string, error) {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		v := md.Get(name)
+		if len(v) == 0 || v[0] == "" {
+			return "", fmt.Errorf("%w: no outgoing %q metadata", ErrNoKey, name)
+		}
+		return v[0], nil
+	}
+}
+
+// Static keys every call by key: one limit for all the calls a rule
+// applies to (a client's whole traffic, a server's capacity).
+func Static(key string) KeyFunc {
+	return func(context.Context, string) (string, error) { return key, nil }
+}
+
 // FullMethod keys a call by its method, "/package.Service/Method": a limit
 // shared by every caller of a method.
 func FullMethod() KeyFunc {

@@ -120,7 +120,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	srv := grpc.NewServer(
 		grpc.UnaryInterceptor(lim.UnaryServerInterceptor()),
 		grpc.StreamInterceptor(lim.StreamServerInterceptor()),
-		grpc.MaxRecvMsgSize(64<<10), // health requests are tiny
+		grpc.MaxRecvMsgSize(64<<10),    // health requests are tiny
+		grpc.MaxHeaderListSize(16<<10), // and so is their metadata
 	)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)

@@ -2,6 +2,7 @@ package grpclimit_test
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -25,6 +26,9 @@ func TestStoreFailureFollowsFailurePolicy(t *testing.T) {
 	rs, err := redisstore.New(srv.Client(t))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c, ok := any(rs).(io.Closer); ok {
+		t.Cleanup(func() { _ = c.Close() }) // before the client's
 	}
 	store, ok := any(rs).(redlimit.PolicyStore)
 	if !ok {

@@ -97,6 +97,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		if c, ok := any(rs).(io.Closer); ok {
+			defer c.Close() // before the client's
+		}
 		ps, ok := any(rs).(redlimit.PolicyStore)
 		if !ok {
 			return errors.New("--redis: this build's redisstore does not keep keyed policies yet")

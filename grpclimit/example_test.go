@@ -253,3 +253,23 @@ func ExampleLimiter_UnaryClientInterceptor() {
 	// OK
 	// ResourceExhausted
 }
+
+// Behind a proxy (here the loopback address stands for it), each client
+// is keyed by the address the proxy saw, not the proxy's own.
+func ExampleForwardedIP() {
+	lim, _ := grpclimit.New([]grpclimit.Rule{{
+		Policy: examplePolicy("per-client-ip", "1/1m"),
+		Key:    grpclimit.ForwardedIP(netip.MustParsePrefix("127.0.0.0/8")),
+	}})
+	client, stop := exampleServer(lim)
+	defer stop()
+	for _, ip := range []string{"203.0.113.9", "198.51.100.7", "203.0.113.9"} {
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "x-forwarded-for", ip)
+		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
+		fmt.Println(ip, status.Code(err))
+	}
+	// Output:
+	// 203.0.113.9 OK
+	// 198.51.100.7 OK
+	// 203.0.113.9 ResourceExhausted
+}

@@ -488,3 +488,51 @@ func TestWaitCanceled(t *testing.T) {
 		t.Errorf("stats %+v, want no failure", s)
 	}
 }
+
+// Behind a trusted proxy the client's address comes from x-forwarded-for,
+// read right to left: a forged leftmost entry changes nothing.
+func TestForwardedIP(t *testing.T) {
+	ctx := t.Context()
+	f := newFixture()
+	run := func(trusted []netip.Prefix, xff ...string) (string, error) {
+		t.Helper()
+		rec := &recorder{}
+		l := newLimiter(t, []grpclimit.Rule{{Policy: f.policy(t, "fwd", "100/1m"), Key: grpclimit.ForwardedIP(trusted...)}}, grpclimit.WithReport(rec.report))
+		c := serveLimited(t, l)
+		cctx := ctx
+		for _, v := range xff {
+			cctx = metadata.AppendToOutgoingContext(cctx, "x-forwarded-for", v)
+		}
+		err := check(cctx, c)
+		reps := rec.all()
+		if len(reps) != 1 {
+			t.Fatalf("%d reports", len(reps))
+		}
+		return reps[0].Key, err
+	}
+	loop := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	proxies := append(loop, netip.MustParsePrefix("10.0.0.0/8"))
+	for _, tc := range []struct {
+		name    string
+		trusted []netip.Prefix
+		xff     []string
+		want    string
+	}{
+		{"untrusted peer", nil, []string{"203.0.113.9"}, "127.0.0.1"},
+		{"one proxy", loop, []string{"203.0.113.9"}, "203.0.113.9"},
+		{"forged leftmost", loop, []string{"198.51.100.1, 203.0.113.9"}, "203.0.113.9"},
+		{"two proxies", proxies, []string{"198.51.100.1, 203.0.113.9, 10.1.2.3"}, "203.0.113.9"},
+		{"several entries", proxies, []string{"198.51.100.1", "203.0.113.9,10.1.2.3"}, "203.0.113.9"},
+		{"ipv6 by /64", loop, []string{"2001:db8:1:2:3:4:5:6"}, "2001:db8:1:2::/64"},
+		{"all trusted", proxies, []string{"10.0.0.1"}, "10.0.0.1"},
+		{"no header", loop, nil, "127.0.0.1"},
+	} {
+		got, err := run(tc.trusted, tc.xff...)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: key %q (%v), want %q", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := run(loop, "198.51.100.1, bogus"); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a bogus entry: %v, want InvalidArgument", err)
+	}
+}

@@ -55,16 +55,72 @@ func PeerIPPrefix(v4, v6 int) (KeyFunc, error) {
 		if err != nil {
 			return "", err
 		}
-		bits := v6
-		if ip.Is4() {
-			bits = v4
-		}
-		if bits == ip.BitLen() {
-			return ip.String(), nil
-		}
-		pfx, _ := ip.Prefix(bits) // bits is in range for ip's family
-		return pfx.String(), nil
+		return group(ip, v4, v6), nil
 	}, nil
+}
+
+// group is ip's key: the address, or its prefix of v4 or v6 bits.
+func group(ip netip.Addr, v4, v6 int) string {
+	bits := v6
+	if ip.Is4() {
+		bits = v4
+	}
+	if bits == ip.BitLen() {
+		return ip.String()
+	}
+	pfx, _ := ip.Prefix(bits) // bits is in range for ip's family
+	return pfx.String()
+}
+
+// ForwardedIP keys a call by the client's IP address as proxies in front
+// of the server report it in the "x-forwarded-for" metadata (Envoy and
+// most gRPC proxies set it), grouped as PeerIP groups. It trusts the
+// header only from peers inside trusted, and reads it right to left,
+// skipping trusted proxies: the first address no trusted proxy vouches
+// for is the client's, so a client cannot choose its key by sending a
+// forged leftmost entry. A call from an untrusted peer is keyed by the
+// peer's address; an entry that is no IP address, where the client's
+// should be, is ErrNoKey.
+func ForwardedIP(trusted ...netip.Prefix) KeyFunc {
+	ts := append([]netip.Prefix(nil), trusted...)
+	isTrusted := func(ip netip.Addr) bool {
+		for _, p := range ts {
+			if p.Contains(ip) {
+				return true
+			}
+		}
+		return false
+	}
+	return func(ctx context.Context, _ string) (string, error) {
+		p, ok := peer.FromContext(ctx)
+		if !ok || p.Addr == nil {
+			return "", fmt.Errorf("%w: the call has no peer", ErrNoKey)
+		}
+		ip, err := peerAddr(p.Addr)
+		if err != nil {
+			return "", err
+		}
+		if !isTrusted(ip) {
+			return group(ip, 32, 64), nil
+		}
+		md, _ := metadata.FromIncomingContext(ctx)
+		var hops []string
+		for _, v := range md.Get("x-forwarded-for") {
+			hops = append(hops, strings.Split(v, ",")...)
+		}
+		for i := len(hops) - 1; i >= 0; i-- {
+			h := strings.TrimSpace(hops[i])
+			hip, err := netip.ParseAddr(h)
+			if err != nil {
+				return "", fmt.Errorf("%w: x-forwarded-for entry %q is no IP address", ErrNoKey, h)
+			}
+			ip = hip.Unmap().WithZone("")
+			if !isTrusted(ip) {
+				break
+			}
+		}
+		return group(ip, 32, 64), nil
+	}
 }
 
 // peerAddr reads the IP of a peer address, without its zone.

@@ -1,0 +1,166 @@
+package rules
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Set is every domain's rules, as loaded from a file or a directory. It
+// is not changed after Load, so any number of goroutines may Match on it.
+type Set struct {
+	domains map[string]*Domain
+	// Digest identifies the content loaded (a SHA-256 over the files'
+	// names and bytes): two loads of the same content have the same one.
+	Digest string
+	// Files are the files loaded, in order.
+	Files []string
+}
+
+// NewSet gathers domains into a Set; two of one name are an *Error.
+func NewSet(domains ...*Domain) (*Set, error) {
+	s := &Set{domains: make(map[string]*Domain, len(domains))}
+	for _, d := range domains {
+		if old, dup := s.domains[d.Name]; dup {
+			return nil, &Error{File: d.File, Field: "domain", Reason: fmt.Sprintf("domain %q is also defined in %s", d.Name, old.File)}
+		}
+		s.domains[d.Name] = d
+		s.Files = append(s.Files, d.File)
+	}
+	return s, nil
+}
+
+// Domains returns the domains' names, sorted.
+func (s *Set) Domains() []string {
+	out := make([]string, 0, len(s.domains))
+	for n := range s.domains {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Domain returns the rules of one domain, or nil.
+func (s *Set) Domain(name string) *Domain { return s.domains[name] }
+
+// Rules returns every rule of every domain, by domain name then file order.
+func (s *Set) Rules() []*Rule {
+	var out []*Rule
+	for _, n := range s.Domains() {
+		out = append(out, s.domains[n].Rules...)
+	}
+	return out
+}
+
+// Load reads the rules at path: one YAML file, or every *.yaml and *.yml
+// file directly in a directory (names starting with "." skipped, as
+// Kubernetes' "..data" is; symbolic links followed). A directory with no
+// rules file is an *Error.
+func Load(path string) (*Set, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	files := []string{path}
+	if st.IsDir() {
+		ents, err := os.ReadDir(path)
+		if err != nil {
+			return nil, fmt.Errorf("rules: %w", err)
+		}
+		files = files[:0]
+		for _, e := range ents {
+			n := e.Name()
+			if strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+				continue
+			}
+			f := filepath.Join(path, n)
+			if fi, err := os.Stat(f); err != nil || fi.IsDir() {
+				continue
+			}
+			files = append(files, f)
+		}
+		if len(files) == 0 {
+			return nil, &Error{File: path, Reason: "holds no *.yaml or *.yml rules file"}
+		}
+	}
+	h := sha256.New()
+	var domains []*Domain
+	for _, f := range files {
+		data, err := readFile(f)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(f), len(data))
+		h.Write(data)
+		d, err := Parse(f, data)
+		if err != nil {
+			return nil, err
+		}
+		domains = append(domains, d)
+	}
+	s, err := NewSet(domains...)
+	if err != nil {
+		return nil, err
+	}
+	s.Digest = hex.EncodeToString(h.Sum(nil))
+	return s, nil
+}
+
+// readFile reads a file of at most MaxFileSize bytes.
+func readFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, &Error{File: name, Reason: fmt.Sprintf("is over %d bytes", MaxFileSize)}
+	}
+	return data, nil
+}
+
+// Match finds the rule for one descriptor of a request, as
+// envoyproxy/ratelimit does: entry by entry down the domain's tree, each
+// entry matching a descriptor with its key and value, else one whose
+// value ends in "*" and prefixes it (the first in file order), else one
+// with its key and no value; the rule applies only if the last entry
+// reached a descriptor with a limit. It returns nil when no rule applies
+// (an unknown domain included).
+func (s *Set) Match(domain string, entries []Entry) *Rule {
+	d := s.domains[domain]
+	if d == nil {
+		return nil
+	}
+	n := &d.root
+	for i, e := range entries {
+		next := n.exact[e.Key+"\x00"+e.Value]
+		if next == nil {
+			for _, w := range n.wild {
+				if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
+					next = w.n
+					break
+				}
+			}
+		}
+		if next == nil {
+			next = n.exact[e.Key]
+		}
+		if next == nil {
+			return nil
+		}
+		if i == len(entries)-1 {
+			return next.rule
+		}
+		n = next
+	}
+	return nil
+}

@@ -172,6 +172,15 @@ func (r *Rule) Names() []string {
 	return out
 }
 
+// ID names the rule across domains: the domain (escaped as Path's
+// segments are) and the Path, "domain/key=value/key2". The service
+// names the rule's redlimit.Policy after it.
+func (r *Rule) ID() string { return escape(r.Domain) + "/" + r.Path }
+
+// Escape escapes '%', '/' and '=' as %XX, as Path's segments are: joined
+// with '/', escaped strings stay apart.
+func Escape(s string) string { return escape(s) }
+
 // String prints the rule as "domain key=value/key2".
 func (r *Rule) String() string { return r.Domain + " " + r.Path }
 

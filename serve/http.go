@@ -1,0 +1,8 @@
+package serve
+
+import "net/http"
+
+// Handler returns the HTTP API.
+func (s *Server) Handler() http.Handler {
+	return http.NewServeMux()
+}

@@ -1,0 +1,76 @@
+package serve_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clock"
+	"github.com/redlimit/redlimit/memstore"
+	"github.com/redlimit/redlimit/serve"
+	"github.com/redlimit/redlimit/serve/decide"
+)
+
+// t0 is 20s into a minute, 5m20s into a 10-minute window.
+var t0 = time.Date(2026, 11, 23, 10, 5, 20, 0, time.UTC)
+
+type testServer struct {
+	srv      *serve.Server
+	clock    *clock.Fake
+	grpcAddr string
+	httpAddr string
+}
+
+// start serves cfg on loopback with a fake clock until the test ends.
+func start(t *testing.T, cfg serve.Config) *testServer {
+	t.Helper()
+	fake := clock.NewFake(t0)
+	if cfg.Store == nil {
+		cfg.Store = memstore.New(memstore.WithTimeSource(fake))
+	}
+	cfg.Decide.Clock = fake
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	srv, err := serve.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, gl, hl) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return &testServer{srv: srv, clock: fake, grpcAddr: gl.Addr().String(), httpAddr: hl.Addr().String()}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	if _, err := serve.New(context.Background(), serve.Config{}); !errors.Is(err, redlimit.ErrInvalidArgument) {
+		t.Errorf("no rules: %v", err)
+	}
+	if _, err := serve.New(context.Background(), serve.Config{Rules: "testdata/missing.yaml"}); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing rules: %v", err)
+	}
+	_, err := serve.New(context.Background(), serve.Config{Rules: "testdata/edge.yaml", Decide: decide.Options{MaxEntries: -1}})
+	if !errors.Is(err, redlimit.ErrInvalidArgument) {
+		t.Errorf("negative bound: %v", err)
+	}
+}

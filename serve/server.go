@@ -1,0 +1,230 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/memstore"
+	"github.com/redlimit/redlimit/serve/decide"
+	"github.com/redlimit/redlimit/serve/rules"
+)
+
+// Server is the service: its rules, its decisions and the handlers that
+// serve them. Make one with New, then Serve (or use Run).
+type Server struct {
+	cfg Config
+	dec *decide.Decider
+
+	reloadMu   sync.Mutex // serializes Reload
+	lastDigest string     // content last attempted
+	lastErr    atomic.Pointer[error]
+	failures   atomic.Int64
+}
+
+// New loads the rules and puts them in force; a bad rules file is an
+// error matching rules.ErrInvalid.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	cfg.setDefaults()
+	if cfg.Rules == "" {
+		return nil, &redlimit.ArgumentError{Arg: "rules", Reason: "a rules file or directory is required", Kind: redlimit.ErrInvalidArgument}
+	}
+	if cfg.Store == nil {
+		cfg.Store = memstore.New()
+	}
+	dec, err := decide.New(cfg.Store, cfg.Decide)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, dec: dec}
+	set, err := rules.Load(cfg.Rules)
+	if err != nil {
+		return nil, err
+	}
+	if err := dec.SetRules(ctx, set); err != nil {
+		return nil, err
+	}
+	s.lastDigest = set.Digest
+	cfg.Logger.Info("redlimit serve: rules loaded", "rules", cfg.Rules, "domains", set.Domains(), "digest", short(set.Digest))
+	return s, nil
+}
+
+// Decider returns the server's decision core.
+func (s *Server) Decider() *decide.Decider { return s.dec }
+
+// ReloadFailures counts the reloads whose new rules were refused.
+func (s *Server) ReloadFailures() int64 { return s.failures.Load() }
+
+// LastReloadError is the error of the latest reload attempt (nil after a
+// good one).
+func (s *Server) LastReloadError() error {
+	if p := s.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Reload reads the rules again and puts them in force if they are good
+// and new; bad rules leave the rules in force, are logged, counted and
+// returned. Content already attempted (same digest) is skipped: it
+// reports nothing and returns the attempt's error.
+func (s *Server) Reload(ctx context.Context) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	set, err := rules.Load(s.cfg.Rules)
+	digest := ""
+	if set != nil {
+		digest = set.Digest
+	}
+	if err == nil && digest == s.lastDigest {
+		return s.LastReloadError()
+	}
+	if err != nil && digest == "" {
+		// Unreadable content: report it once per distinct error.
+		if last := s.LastReloadError(); last != nil && last.Error() == err.Error() {
+			return err
+		}
+	}
+	if err == nil {
+		err = s.dec.SetRules(ctx, set)
+	}
+	if err == nil {
+		s.lastDigest = digest
+		s.lastErr.Store(nil)
+		s.cfg.Logger.Info("redlimit serve: rules reloaded", "rules", s.cfg.Rules, "domains", set.Domains(), "digest", short(digest))
+	} else {
+		s.lastErr.Store(&err)
+		s.failures.Add(1)
+		s.cfg.Logger.Error("redlimit serve: new rules refused, keeping the rules in force", "rules", s.cfg.Rules, "err", err)
+	}
+	if s.cfg.OnReload != nil {
+		s.cfg.OnReload(Reload{Digest: digest, Err: err, At: time.Now()})
+	}
+	return err
+}
+
+func short(digest string) string {
+	if len(digest) > 12 {
+		return digest[:12]
+	}
+	return digest
+}
+
+// Serve answers gRPC on grpcLis and HTTP on httpLis (either may be nil)
+// and watches the rules until ctx ends, then stops taking calls, lets
+// those in flight finish within ShutdownTimeout and returns nil. It
+// returns early with the error of a listener that fails.
+func (s *Server) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 3)
+
+	var gs *grpc.Server
+	if grpcLis != nil {
+		gs = grpc.NewServer(grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes))
+		rlsv3.RegisterRateLimitServiceServer(gs, rls{s: s})
+		wg.Go(func() {
+			if err := gs.Serve(grpcLis); err != nil {
+				errc <- fmt.Errorf("serve: gRPC: %w", err)
+			}
+		})
+	}
+	var hs *http.Server
+	if httpLis != nil {
+		hs = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+		wg.Go(func() {
+			if err := hs.Serve(httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("serve: HTTP: %w", err)
+			}
+		})
+	}
+	watching := make(chan error, 1)
+	wg.Go(func() { watching <- s.watch(ctx) })
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	case err = <-watching:
+	}
+	cancel()
+	s.shutdown(gs, hs)
+	wg.Wait()
+	return err
+}
+
+// shutdown drains both servers within ShutdownTimeout, then closes them.
+func (s *Server) shutdown(gs *grpc.Server, hs *http.Server) {
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	if gs != nil {
+		wg.Go(func() {
+			done := make(chan struct{})
+			go func() { gs.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-sctx.Done():
+				gs.Stop()
+				<-done
+			}
+		})
+	}
+	if hs != nil {
+		wg.Go(func() {
+			if hs.Shutdown(sctx) != nil {
+				hs.Close()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Run starts a Server from cfg on cfg's addresses and serves until ctx
+// ends (see Serve).
+func Run(ctx context.Context, cfg Config) error {
+	s, err := New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	cfg = s.cfg
+	listen := func(addr string) (net.Listener, error) {
+		if addr == "-" {
+			return nil, nil
+		}
+		var lc net.ListenConfig
+		return lc.Listen(ctx, "tcp", addr)
+	}
+	gl, err := listen(cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	hl, err := listen(cfg.HTTPAddr)
+	if err != nil {
+		if gl != nil {
+			gl.Close()
+		}
+		return fmt.Errorf("serve: %w", err)
+	}
+	if cfg.OnListen != nil {
+		cfg.OnListen(addrOf(gl), addrOf(hl))
+	}
+	return s.Serve(ctx, gl, hl)
+}
+
+func addrOf(l net.Listener) net.Addr {
+	if l == nil {
+		return nil
+	}
+	return l.Addr()
+}

@@ -6,6 +6,7 @@ replace github.com/redlimit/redlimit => ../
 
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/redlimit/redlimit v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0

@@ -27,6 +27,7 @@ type Server struct {
 
 	reloadMu   sync.Mutex // serializes Reload
 	lastDigest string     // content last attempted
+	watching   chan struct{}
 	lastErr    atomic.Pointer[error]
 	failures   atomic.Int64
 }
@@ -45,7 +46,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, dec: dec}
+	s := &Server{cfg: cfg, dec: dec, watching: make(chan struct{})}
 	set, err := rules.Load(cfg.Rules)
 	if err != nil {
 		return nil, err
@@ -80,25 +81,28 @@ func (s *Server) LastReloadError() error {
 func (s *Server) Reload(ctx context.Context) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
-	set, err := rules.Load(s.cfg.Rules)
-	digest := ""
-	if set != nil {
-		digest = set.Digest
-	}
+	digest, err := rules.Digest(s.cfg.Rules)
 	if err == nil && digest == s.lastDigest {
 		return s.LastReloadError()
 	}
-	if err != nil && digest == "" {
-		// Unreadable content: report it once per distinct error.
+	if err != nil {
+		// Unreadable: report it once per distinct error.
 		if last := s.LastReloadError(); last != nil && last.Error() == err.Error() {
 			return err
 		}
 	}
-	if err == nil {
-		err = s.dec.SetRules(ctx, set)
-	}
+	var set *rules.Set
 	if err == nil {
 		s.lastDigest = digest
+		set, err = rules.Load(s.cfg.Rules)
+	}
+	if err == nil {
+		s.lastDigest = set.Digest
+		if err = s.dec.SetRules(ctx, set); err != nil {
+			s.lastDigest = "" // the store failed: try again at the next event
+		}
+	}
+	if err == nil {
 		s.lastErr.Store(nil)
 		s.cfg.Logger.Info("redlimit serve: rules reloaded", "rules", s.cfg.Rules, "domains", set.Domains(), "digest", short(digest))
 	} else {

@@ -137,6 +137,13 @@ func TestLoadDigestFollowsContent(t *testing.T) {
 	if a.Digest != b.Digest || a.Digest == c.Digest {
 		t.Errorf("digests %s %s %s", a.Digest, b.Digest, c.Digest)
 	}
+	if d, err := rules.Digest(dir); err != nil || d != c.Digest {
+		t.Errorf("Digest %s, %v; Load's %s", d, err, c.Digest)
+	}
+	write("domain: a\ndescriptors: [{key: k, rate_limit: {unit: fortnight, requests_per_unit: 2}}]\n")
+	if d, err := rules.Digest(dir); err != nil || d == c.Digest {
+		t.Errorf("Digest of a bad file %s, %v", d, err)
+	}
 }
 
 func TestLoadDirectorySkipsHiddenAndOthers(t *testing.T) {

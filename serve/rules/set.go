@@ -62,31 +62,9 @@ func (s *Set) Rules() []*Rule {
 // Kubernetes' "..data" is; symbolic links followed). A directory with no
 // rules file is an *Error.
 func Load(path string) (*Set, error) {
-	st, err := os.Stat(path)
+	files, err := list(path)
 	if err != nil {
-		return nil, fmt.Errorf("rules: %w", err)
-	}
-	files := []string{path}
-	if st.IsDir() {
-		ents, err := os.ReadDir(path)
-		if err != nil {
-			return nil, fmt.Errorf("rules: %w", err)
-		}
-		files = files[:0]
-		for _, e := range ents {
-			n := e.Name()
-			if strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
-				continue
-			}
-			f := filepath.Join(path, n)
-			if fi, err := os.Stat(f); err != nil || fi.IsDir() {
-				continue
-			}
-			files = append(files, f)
-		}
-		if len(files) == 0 {
-			return nil, &Error{File: path, Reason: "holds no *.yaml or *.yml rules file"}
-		}
+		return nil, err
 	}
 	h := sha256.New()
 	var domains []*Domain
@@ -95,8 +73,7 @@ func Load(path string) (*Set, error) {
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(f), len(data))
-		h.Write(data)
+		hashFile(h, f, data)
 		d, err := Parse(f, data)
 		if err != nil {
 			return nil, err
@@ -109,6 +86,61 @@ func Load(path string) (*Set, error) {
 	}
 	s.Digest = hex.EncodeToString(h.Sum(nil))
 	return s, nil
+}
+
+// Digest returns the Digest that Load would give the content at path now,
+// good or bad, without parsing it: a reloader compares it with the last
+// one it tried.
+func Digest(path string) (string, error) {
+	files, err := list(path)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, f := range files {
+		data, err := readFile(f)
+		if err != nil {
+			return "", err
+		}
+		hashFile(h, f, data)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func hashFile(h io.Writer, name string, data []byte) {
+	fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(name), len(data))
+	h.Write(data)
+}
+
+// list returns the rules files at path (see Load).
+func list(path string) ([]string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	if !st.IsDir() {
+		return []string{path}, nil
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	var files []string
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+			continue
+		}
+		f := filepath.Join(path, n)
+		if fi, err := os.Stat(f); err != nil || fi.IsDir() {
+			continue
+		}
+		files = append(files, f)
+	}
+	if len(files) == 0 {
+		return nil, &Error{File: path, Reason: "holds no *.yaml or *.yml rules file"}
+	}
+	return files, nil
 }
 
 // readFile reads a file of at most MaxFileSize bytes.

@@ -1,0 +1,105 @@
+// Command redlimit-serve runs redlimit's rate-limit service (package
+// serve): Envoy's rate-limit service over gRPC and the same request as
+// JSON over HTTP, from a rules file in envoyproxy/ratelimit's format.
+//
+//	redlimit-serve --rules ./ratelimit.yaml --grpc 127.0.0.1:8081 --http 127.0.0.1:8080
+//
+// Flags may also be given as environment variables: REDLIMIT_RULES,
+// REDLIMIT_GRPC, REDLIMIT_HTTP and so on (the flag's name in capitals,
+// '-' as '_'); a flag on the command line wins.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redlimit/redlimit/serve"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "redlimit-serve:", err)
+		}
+		stop()
+		os.Exit(2)
+	}
+}
+
+// run parses args (and the environment through getenv) and serves until
+// ctx ends. It prints the addresses it listens on to stdout, one line.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("redlimit-serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg serve.Config
+	fs.StringVar(&cfg.Rules, "rules", "", "rules `file or directory` (envoyproxy/ratelimit YAML plus redlimit's extensions); reloads on change (required)")
+	fs.StringVar(&cfg.GRPCAddr, "grpc", "127.0.0.1:8081", "`address` of Envoy's rate-limit service (gRPC); - turns it off")
+	fs.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "`address` of the HTTP API (POST /json, /healthz, /readyz, /rules); - turns it off")
+	fs.BoolVar(&cfg.Decide.AllOrNothing, "all-or-nothing", false, "hand back the other descriptors' charges when a request is over a limit")
+	fs.BoolVar(&cfg.Decide.FailOpen, "fail-open", false, "answer OK when the store is unavailable (default: an error, Envoy's failure_mode_deny decides)")
+	fs.BoolVar(&cfg.ResponseHeaders, "response-headers", false, "add RateLimit-Policy, RateLimit and Retry-After headers to Envoy's answers")
+	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 64<<10, "largest gRPC message or HTTP body accepted, in `bytes`")
+	fs.IntVar(&cfg.Decide.MaxDescriptors, "max-descriptors", 64, "most descriptors in one request")
+	fs.IntVar(&cfg.Decide.MaxEntries, "max-entries", 16, "most entries in one descriptor")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may take to finish at shutdown")
+	logJSON := fs.Bool("log-json", false, "log as JSON lines (default: text)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: redlimit-serve --rules FILE_OR_DIR [flags]\n\nredlimit's rate-limit service: Envoy's RLS v3 on gRPC, JSON on HTTP.\nThe state lives in process memory (one instance); a Redis store comes with the policy store of package redisstore.\nEvery flag can be set as REDLIMIT_<NAME> in the environment.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	set := map[string]bool{}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || envErr != nil {
+			return
+		}
+		name := "REDLIMIT_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(name); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return envErr
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if cfg.Rules == "" {
+		fs.Usage()
+		return errors.New("--rules is required")
+	}
+	var h slog.Handler = slog.NewTextHandler(stderr, nil)
+	if *logJSON {
+		h = slog.NewJSONHandler(stderr, nil)
+	}
+	cfg.Logger = slog.New(h)
+	cfg.OnListen = func(g, hh net.Addr) {
+		fmt.Fprintf(stdout, "listening grpc=%s http=%s\n", addr(g), addr(hh))
+	}
+	return serve.Run(ctx, cfg)
+}
+
+func addr(a net.Addr) string {
+	if a == nil {
+		return "-"
+	}
+	return a.String()
+}

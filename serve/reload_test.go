@@ -23,7 +23,7 @@ func limitRules(rate int) string {
 // replace writes content to a file beside dir and renames it over
 // name, as editors and config tools do: a reader sees the old or the new
 // content, never a part.
-func replace(t *testing.T, name, content string) {
+func replace(t testing.TB, name, content string) {
 	t.Helper()
 	tmp := filepath.Join(t.TempDir(), "new")
 	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/redlimit/redlimit/serve"
 )
 
-func rlsClient(t *testing.T, addr string) rlsv3.RateLimitServiceClient {
+func rlsClient(t testing.TB, addr string) rlsv3.RateLimitServiceClient {
 	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -28,13 +28,16 @@ type testServer struct {
 }
 
 // start serves cfg on loopback with a fake clock until the test ends.
-func start(t *testing.T, cfg serve.Config) *testServer {
+func start(t testing.TB, cfg serve.Config) *testServer {
 	t.Helper()
-	fake := clock.NewFake(t0)
+	fake, _ := cfg.Decide.Clock.(*clock.Fake)
+	if fake == nil {
+		fake = clock.NewFake(t0)
+		cfg.Decide.Clock = fake
+	}
 	if cfg.Store == nil {
 		cfg.Store = memstore.New(memstore.WithTimeSource(fake))
 	}
-	cfg.Decide.Clock = fake
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

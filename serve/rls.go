@@ -10,6 +10,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -38,10 +39,18 @@ func (g rls) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (
 func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	dr := decide.Request{Domain: req.GetDomain(), Hits: req.GetHitsAddend(), Descriptors: make([]decide.Descriptor, len(req.GetDescriptors()))}
 	for i, d := range req.GetDescriptors() {
-		if d.GetLimit() != nil {
-			return nil, &decide.RequestError{Reason: fmt.Sprintf("descriptor %d: a limit override in the request is not supported; give the limit in the rules", i)}
-		}
 		dd := &dr.Descriptors[i]
+		if o := d.GetLimit(); o != nil {
+			u := overrideUnits[o.GetUnit()]
+			if u == 0 {
+				return nil, &decide.RequestError{Reason: fmt.Sprintf("descriptor %d: the limit override's unit %v is unknown", i, o.GetUnit())}
+			}
+			mult := int64(1)
+			if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
+				mult = int64(m.GetValue())
+			}
+			dd.Override = &decide.Override{RequestsPerUnit: int64(o.GetRequestsPerUnit()), Interval: u * time.Duration(mult)}
+		}
 		if h := d.GetHitsAddend(); h != nil {
 			v := h.GetValue()
 			dd.Hits = &v
@@ -63,6 +72,15 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		out.ResponseHeadersToAdd = headers(&r)
 	}
 	return out, nil
+}
+
+var overrideUnits = map[typev3.RateLimitUnit]time.Duration{
+	typev3.RateLimitUnit_SECOND: rules.Second.Duration(),
+	typev3.RateLimitUnit_MINUTE: rules.Minute.Duration(),
+	typev3.RateLimitUnit_HOUR:   rules.Hour.Duration(),
+	typev3.RateLimitUnit_DAY:    rules.Day.Duration(),
+	typev3.RateLimitUnit_MONTH:  rules.Month.Duration(),
+	typev3.RateLimitUnit_YEAR:   rules.Year.Duration(),
 }
 
 var units = map[rules.Unit]rlsv3.RateLimitResponse_RateLimit_Unit{

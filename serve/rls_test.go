@@ -9,6 +9,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -147,7 +148,7 @@ func TestRLSBadRequests(t *testing.T) {
 		many[i] = descriptor("k", "v")
 	}
 	override := descriptor("remote_address", "x")
-	override.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: 1}
+	override.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: typev3.RateLimitUnit_UNKNOWN}
 	for name, c2 := range map[string]struct {
 		req  *rlsv3.RateLimitRequest
 		code codes.Code
@@ -156,7 +157,7 @@ func TestRLSBadRequests(t *testing.T) {
 		"no descriptors": {&rlsv3.RateLimitRequest{Domain: "edge"}, codes.InvalidArgument},
 		"65 descriptors": {&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: many}, codes.InvalidArgument},
 		"empty entries":  {&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{}}}, codes.InvalidArgument},
-		"override":       {&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{override}}, codes.InvalidArgument},
+		"unknown unit":   {&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{override}}, codes.InvalidArgument},
 		"too large":      {&rlsv3.RateLimitRequest{Domain: strings.Repeat("d", 5000), Descriptors: []*ratelimitv3.RateLimitDescriptor{descriptor("k", "v")}}, codes.ResourceExhausted},
 	} {
 		_, err := c.ShouldRateLimit(context.Background(), c2.req)
@@ -189,5 +190,20 @@ func TestRLSResponseHeaders(t *testing.T) {
 	}
 	if got["RateLimit"] != `"default";r=0;t=40` || got["Retry-After"] != "40" {
 		t.Fatalf("over-limit headers %v", got)
+	}
+}
+
+func TestRLSLimitOverride(t *testing.T) {
+	ts := start(t, serve.Config{Rules: "testdata/edge.yaml"})
+	c := rlsClient(t, ts.grpcAddr)
+	d := descriptor("generic_key", "checkout")
+	d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE, UnitMultiplier: wrapperspb.UInt32(10)}
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{d}}
+	resp := call(t, c, req)
+	if l := resp.Statuses[0].CurrentLimit; resp.OverallCode != ok || l.RequestsPerUnit != 1 || l.Unit != rlsv3.RateLimitResponse_RateLimit_MINUTE || l.UnitMultiplier.GetValue() != 10 {
+		t.Fatalf("%v", resp)
+	}
+	if resp := call(t, c, req); resp.OverallCode != over || resp.Statuses[0].DurationUntilReset.AsDuration() != 4*time.Minute+40*time.Second {
+		t.Fatalf("2nd: %v", resp)
 	}
 }

@@ -64,7 +64,24 @@ type Descriptor struct {
 	// Hits, when not nil, replaces the request's Hits for this
 	// descriptor; 0 checks it without charging.
 	Hits *uint64
+	// Override, when not nil, is the limit the caller (Envoy's route
+	// config) gives this descriptor instead of the rules': a fixed window
+	// keyed by every entry, as envoyproxy/ratelimit applies it, on a
+	// domain the rules know.
+	Override *Override
 }
+
+// Override is a limit given in a request.
+type Override struct {
+	// RequestsPerUnit per Interval; 0 refuses every request.
+	RequestsPerUnit int64
+	// Interval is the unit times its multiplier (whole seconds).
+	Interval time.Duration
+}
+
+// maxOverrides bounds the distinct overrides a Decider keeps a policy
+// for: the limits of Envoy's route configs, not of its clients.
+const maxOverrides = 4096
 
 // Status is the answer for one descriptor.
 type Status struct {
@@ -141,6 +158,20 @@ type Decider struct {
 	opts  Options
 	cur   atomic.Pointer[snapshot]
 	mu    sync.Mutex // serializes SetRules
+
+	overrides     sync.Map // overrideKey -> *overridePolicy
+	overrideCount atomic.Int64
+}
+
+type overrideKey struct {
+	domain   string
+	rate     int64
+	interval time.Duration
+}
+
+type overridePolicy struct {
+	rule   *rules.Rule
+	policy *redlimit.Policy
 }
 
 type snapshot struct {
@@ -267,6 +298,11 @@ func (d *Decider) validate(req *Request) error {
 				return &RequestError{Reason: fmt.Sprintf("descriptor %d has an entry with an empty key", i)}
 			}
 		}
+		if o := desc.Override; o != nil {
+			if o.RequestsPerUnit < 0 || o.Interval < time.Second || o.Interval%time.Second != 0 {
+				return &RequestError{Reason: fmt.Sprintf("descriptor %d: the limit override needs a known unit and requests_per_unit of at least 0", i)}
+			}
+		}
 	}
 	return nil
 }
@@ -286,9 +322,24 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Response, error) {
 	}
 	resp := Response{Overall: OK, Statuses: make([]Status, len(req.Descriptors))}
 	matched := make([]*rules.Rule, len(req.Descriptors))
+	var ovs map[int]*redlimit.Policy
 	var replaced map[string]bool
 	for i, desc := range req.Descriptors {
-		r := snap.set.Match(req.Domain, desc.Entries)
+		var r *rules.Rule
+		if desc.Override != nil {
+			if snap.set.Domain(req.Domain) != nil {
+				op, err := d.override(req.Domain, desc.Override)
+				if err != nil {
+					return Response{}, err
+				}
+				if ovs == nil {
+					ovs = map[int]*redlimit.Policy{}
+				}
+				r, ovs[i] = op.rule, op.policy
+			}
+		} else {
+			r = snap.set.Match(req.Domain, desc.Entries)
+		}
 		matched[i] = r
 		if r != nil && len(r.Replaces) > 0 {
 			if replaced == nil {
@@ -327,7 +378,12 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Response, error) {
 			st.Code = OverLimit
 			st.Limit = &Limit{Name: r.Name, Config: redlimit.Config{Interval: r.BlockedUnit.Duration()}, Unit: r.BlockedUnit, Multiplier: 1}
 		default:
-			k := snap.policies[r].Key(key(desc.Entries))
+			var k redlimit.Keyed
+			if p := ovs[i]; p != nil {
+				k = p.Key(fullKey(desc.Entries))
+			} else {
+				k = snap.policies[r].Key(key(desc.Entries))
+			}
 			if err := d.ask(ctx, k, n, st); err != nil {
 				d.handBack(ctx, charged)
 				return Response{}, fmt.Errorf("decide: %s: %w", r, err)
@@ -440,6 +496,64 @@ func isReplaced(r *rules.Rule, replaced map[string]bool) bool {
 		}
 	}
 	return false
+}
+
+// override returns the policy of an override, made on first use.
+func (d *Decider) override(domain string, o *Override) (*overridePolicy, error) {
+	k := overrideKey{domain: domain, rate: o.RequestsPerUnit, interval: o.Interval}
+	if op, ok := d.overrides.Load(k); ok {
+		return op.(*overridePolicy), nil
+	}
+	if d.overrideCount.Add(1) > maxOverrides {
+		d.overrideCount.Add(-1)
+		return nil, &RequestError{Reason: fmt.Sprintf("more than %d distinct limit overrides", maxOverrides)}
+	}
+	unit, mult := rules.UnitOf(o.Interval)
+	r := &rules.Rule{Domain: domain, Path: "(override)", File: "(request)"}
+	op := &overridePolicy{rule: r}
+	if o.RequestsPerUnit == 0 {
+		r.Blocked, r.BlockedUnit = true, unit
+		if mult != 1 {
+			r.BlockedUnit = ""
+		}
+	} else {
+		cfg, err := redlimit.Config{Algorithm: redlimit.FixedWindow, Rate: o.RequestsPerUnit, Interval: o.Interval}.Normalize()
+		if err != nil {
+			d.overrideCount.Add(-1)
+			return nil, &RequestError{Reason: "the limit override: " + err.Error()}
+		}
+		r.Limits = []rules.Limit{{Config: cfg}}
+		opts := []redlimit.Option{redlimit.WithClock(d.opts.Clock)}
+		if d.opts.FailOpen {
+			opts = append(opts, redlimit.WithFailurePolicy(redlimit.FailOpen))
+		}
+		p, err := redlimit.NewPolicy(d.store, "serve:override:"+rules.Escape(domain)+"/"+redlimit.LimitName(cfg), []redlimit.Config{cfg}, opts...)
+		if err != nil {
+			d.overrideCount.Add(-1)
+			return nil, &RequestError{Reason: "the limit override: " + err.Error()}
+		}
+		op.policy = p
+	}
+	if prev, loaded := d.overrides.LoadOrStore(k, op); loaded {
+		d.overrideCount.Add(-1)
+		return prev.(*overridePolicy), nil
+	}
+	return op, nil
+}
+
+// fullKey is a descriptor's key under an override: its keys and values,
+// each escaped, "k=v/k2=v2" (no rule fixes the keys).
+func fullKey(entries []rules.Entry) string {
+	var b strings.Builder
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		b.WriteString(rules.Escape(e.Key))
+		b.WriteByte('=')
+		b.WriteString(rules.Escape(e.Value))
+	}
+	return b.String()
 }
 
 // key is a descriptor's key within its rule's policy: its values, each

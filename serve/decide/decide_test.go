@@ -299,3 +299,42 @@ func TestBadRequests(t *testing.T) {
 		t.Errorf("nil store: %v", err)
 	}
 }
+
+func TestOverride(t *testing.T) {
+	e := newEnv(t, testRules, decide.Options{})
+	over := func(kv ...string) decide.Descriptor {
+		d := desc(kv...)
+		d.Override = &decide.Override{RequestsPerUnit: 2, Interval: time.Minute}
+		return d
+	}
+	for i, want := range []int64{1, 0} {
+		st := e.decide(0, over("remote_address", "ip", "path", "/x")).Statuses[0]
+		if st.Code != decide.OK || st.Remaining != want || st.Limit.Config.Rate != 2 || st.Limit.Unit != rules.Minute || st.ResetAfter != 40*time.Second {
+			t.Fatalf("call %d: %+v", i, st)
+		}
+	}
+	if st := e.decide(0, over("remote_address", "ip", "path", "/x")).Statuses[0]; st.Code != decide.OverLimit {
+		t.Fatalf("3rd: %+v", st)
+	}
+	// Keyed by every entry; the rules' own limit is not charged.
+	if st := e.decide(0, over("remote_address", "ip", "path", "/y")).Statuses[0]; st.Remaining != 1 {
+		t.Fatalf("other path: %+v", st)
+	}
+	if st := e.decide(0, desc("remote_address", "ip")).Statuses[0]; st.Remaining != 2 || st.Limit.Config.Rate != 3 {
+		t.Fatalf("rules' limit: %+v", st)
+	}
+	block := desc("anything", "x")
+	block.Override = &decide.Override{RequestsPerUnit: 0, Interval: time.Hour}
+	if st := e.decide(0, block).Statuses[0]; st.Code != decide.OverLimit || st.Limit.Unit != rules.Hour {
+		t.Fatalf("override 0: %+v", st)
+	}
+	r, err := e.d.Decide(context.Background(), decide.Request{Domain: "unknown", Descriptors: []decide.Descriptor{block}})
+	if err != nil || r.Overall != decide.OK {
+		t.Fatalf("unknown domain: %+v %v", r, err)
+	}
+	bad := desc("a", "b")
+	bad.Override = &decide.Override{RequestsPerUnit: 1, Interval: 1500 * time.Millisecond}
+	if _, err := e.d.Decide(context.Background(), decide.Request{Domain: "edge", Descriptors: []decide.Descriptor{bad}}); !errors.Is(err, redlimit.ErrInvalidArgument) {
+		t.Fatalf("bad override: %v", err)
+	}
+}

@@ -145,7 +145,7 @@ func (s *Server) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 	}
 	var hs *http.Server
 	if httpLis != nil {
-		hs = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+		hs = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 		wg.Go(func() {
 			if err := hs.Serve(httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("serve: HTTP: %w", err)

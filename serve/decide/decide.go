@@ -414,9 +414,12 @@ type charge struct {
 // failed) as a whole; errors are ignored: the charges then expire as
 // granted ones do.
 func (d *Decider) handBack(ctx context.Context, charged []charge) {
-	if !d.opts.AllOrNothing {
+	if !d.opts.AllOrNothing || len(charged) == 0 {
 		return
 	}
+	// The caller may have gone: hand back all the same, within a bound.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
 	for _, c := range charged {
 		_, _ = c.k.Release(ctx, c.n)
 	}

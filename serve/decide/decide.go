@@ -309,7 +309,8 @@ func (d *Decider) validate(req *Request) error {
 
 // Decide answers req: every descriptor matching a rule is charged its
 // hits on the rule's limits (keyed by the descriptor's values), and the
-// request is OverLimit if any descriptor not in shadow mode is. A bad
+// request is OverLimit if any descriptor not in shadow or quota mode is,
+// or if every quota-mode descriptor is. A bad
 // request is a *RequestError; a store failure an error wrapping the
 // store's (redlimit.ErrUnavailable...), unless FailOpen.
 func (d *Decider) Decide(ctx context.Context, req Request) (Response, error) {
@@ -322,6 +323,7 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Response, error) {
 	}
 	resp := Response{Overall: OK, Statuses: make([]Status, len(req.Descriptors))}
 	matched := make([]*rules.Rule, len(req.Descriptors))
+	keys := make([]string, len(req.Descriptors))
 	var ovs map[int]*redlimit.Policy
 	var replaced map[string]bool
 	for i, desc := range req.Descriptors {
@@ -338,7 +340,7 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Response, error) {
 				r, ovs[i] = op.rule, op.policy
 			}
 		} else {
-			r = snap.set.Match(req.Domain, desc.Entries)
+			r, keys[i] = snap.set.MatchKey(req.Domain, desc.Entries)
 		}
 		matched[i] = r
 		if r != nil && len(r.Replaces) > 0 {
@@ -355,6 +357,7 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Response, error) {
 		hits = 1
 	}
 	var charged []charge
+	quotas, quotasOver := 0, 0
 	for i, desc := range req.Descriptors {
 		st := &resp.Statuses[i]
 		st.Code = OK
@@ -382,7 +385,7 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Response, error) {
 			if p := ovs[i]; p != nil {
 				k = p.Key(fullKey(desc.Entries))
 			} else {
-				k = snap.policies[r].Key(key(desc.Entries))
+				k = snap.policies[r].Key(keys[i])
 			}
 			if err := d.ask(ctx, k, n, st); err != nil {
 				d.handBack(ctx, charged)
@@ -395,9 +398,18 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Response, error) {
 		if st.Code == OverLimit && r.ShadowMode {
 			st.Code, st.Shadowed = OK, true
 		}
-		if st.Code == OverLimit {
+		switch {
+		case r.QuotaMode:
+			quotas++
+			if st.Code == OverLimit {
+				quotasOver++
+			}
+		case st.Code == OverLimit:
 			resp.Overall = OverLimit
 		}
+	}
+	if quotas > 0 && quotas == quotasOver {
+		resp.Overall = OverLimit
 	}
 	if resp.Overall == OverLimit && d.opts.AllOrNothing {
 		d.handBack(ctx, charged)
@@ -555,25 +567,6 @@ func fullKey(entries []rules.Entry) string {
 		b.WriteString(rules.Escape(e.Key))
 		b.WriteByte('=')
 		b.WriteString(rules.Escape(e.Value))
-	}
-	return b.String()
-}
-
-// key is a descriptor's key within its rule's policy: its values, each
-// escaped, joined by '/' (the rule fixes the keys).
-func key(entries []rules.Entry) string {
-	if len(entries) == 1 && entries[0].Value != "" && !strings.ContainsAny(entries[0].Value, "%/=") {
-		return entries[0].Value
-	}
-	var b strings.Builder
-	for i, e := range entries {
-		if i > 0 {
-			b.WriteByte('/')
-		}
-		b.WriteString(rules.Escape(e.Value))
-	}
-	if b.Len() == 0 {
-		return "%"
 	}
 	return b.String()
 }

@@ -338,3 +338,58 @@ func TestOverride(t *testing.T) {
 		t.Fatalf("bad override: %v", err)
 	}
 }
+
+const newerRules = `
+domain: edge
+descriptors:
+  - key: path
+    value: "/files/*"
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: path
+    value: "/img/*"
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: quota_a
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: quota_b
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+`
+
+func TestShareThreshold(t *testing.T) {
+	e := newEnv(t, newerRules, decide.Options{})
+	e.decide(0, desc("path", "/files/a"))
+	if st := e.decide(0, desc("path", "/files/b")).Statuses[0]; st.Code != decide.OK || st.Remaining != 0 {
+		t.Fatalf("shared count: %+v", st)
+	}
+	if st := e.decide(0, desc("path", "/files/c")).Statuses[0]; st.Code != decide.OverLimit {
+		t.Fatalf("third file: %+v", st)
+	}
+	// Without share_threshold each value counts apart.
+	e.decide(0, desc("path", "/img/a"))
+	if st := e.decide(0, desc("path", "/img/b")).Statuses[0]; st.Remaining != 1 {
+		t.Fatalf("own counts: %+v", st)
+	}
+}
+
+func TestQuotaMode(t *testing.T) {
+	e := newEnv(t, newerRules, decide.Options{})
+	if r := e.decide(0, desc("quota_a", "u"), desc("quota_b", "u")); r.Overall != decide.OK {
+		t.Fatalf("first: %+v", r)
+	}
+	e.decide(0, desc("quota_b", "v")) // b is spent for v, a is not
+	r := e.decide(0, desc("quota_a", "v"), desc("quota_b", "v"))
+	if r.Overall != decide.OK || r.Statuses[0].Code != decide.OK || r.Statuses[1].Code != decide.OverLimit {
+		t.Fatalf("one quota over: %+v", r)
+	}
+	r = e.decide(0, desc("quota_a", "u"), desc("quota_b", "u"))
+	if r.Overall != decide.OverLimit {
+		t.Fatalf("every quota over: %+v", r)
+	}
+	// A descriptor under an ordinary rule still decides alone.
+	r = e.decide(0, desc("quota_a", "w"), desc("path", "/files/x"), desc("path", "/files/y"), desc("path", "/files/z"))
+	if r.Overall != decide.OverLimit || r.Statuses[0].Code != decide.OK {
+		t.Fatalf("mixed: %+v", r)
+	}
+}

@@ -29,6 +29,9 @@ type descYAML struct {
 	ShadowMode     bool        `yaml:"shadow_mode"`
 	DetailedMetric bool        `yaml:"detailed_metric"`
 	ValueToMetric  bool        `yaml:"value_to_metric"`
+	QuotaMode      bool        `yaml:"quota_mode"`
+	ShareThreshold bool        `yaml:"share_threshold"`
+	Metadata       yaml.Node   `yaml:"metadata"`
 }
 
 type limitYAML struct {
@@ -70,13 +73,42 @@ type node struct {
 	// exact holds "key\x00value" for a descriptor with a value, "key"
 	// for one without.
 	exact map[string]*node
-	// wild holds the descriptors whose value ends in "*", in file order.
+	// wild holds the descriptors whose value holds a "*", in file order.
 	wild []wildcard
+	// shared: matched through a wildcard, every value counts as the
+	// pattern (share_threshold).
+	shared bool
+	// pattern is the descriptor's value as written.
+	pattern string
 }
 
 type wildcard struct {
-	key, prefix string
-	n           *node
+	key string
+	// parts is the value split at each "*".
+	parts []string
+	n     *node
+}
+
+// matches reports whether value matches the wildcard's pattern: its
+// literal parts in order, the first at the start, the last at the end.
+func (w *wildcard) matches(value string) bool {
+	first, last := w.parts[0], w.parts[len(w.parts)-1]
+	if !strings.HasPrefix(value, first) {
+		return false
+	}
+	rest := value[len(first):]
+	if len(rest) < len(last) || !strings.HasSuffix(rest, last) {
+		return false
+	}
+	rest = rest[:len(rest)-len(last)]
+	for _, p := range w.parts[1 : len(w.parts)-1] {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(p):]
+	}
+	return true
 }
 
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
@@ -198,16 +230,21 @@ func (c *compiler) level(n *node, descs []descYAML, yn *yaml.Node, field, parent
 		if _, dup := n.exact[id]; dup {
 			return c.fail(dn, f, "duplicate descriptor %q at this level", path)
 		}
-		child, err := c.rule(dy, dn, f, path)
+		cn, err := c.rule(dy, dn, f, path)
 		if err != nil {
 			return err
 		}
-		if err := c.level(child, dy.Descriptors, childNode(dn, "descriptors"), f+".descriptors", path, depth+1); err != nil {
+		wild := strings.Contains(dy.Value, "*")
+		if dy.ShareThreshold && !wild {
+			return c.fail(child(dn, "share_threshold"), f+".share_threshold", "applies to a value with a '*' only")
+		}
+		cn.shared, cn.pattern = dy.ShareThreshold, dy.Value
+		if err := c.level(cn, dy.Descriptors, childNode(dn, "descriptors"), f+".descriptors", path, depth+1); err != nil {
 			return err
 		}
-		n.exact[id] = child
-		if strings.HasSuffix(dy.Value, "*") {
-			n.wild = append(n.wild, wildcard{key: dy.Key, prefix: strings.TrimSuffix(dy.Value, "*"), n: child})
+		n.exact[id] = cn
+		if wild {
+			n.wild = append(n.wild, wildcard{key: dy.Key, parts: strings.Split(dy.Value, "*"), n: cn})
 		}
 	}
 	return nil
@@ -225,15 +262,20 @@ func childNode(n *yaml.Node, key string) *yaml.Node {
 func (c *compiler) rule(dy *descYAML, dn *yaml.Node, field, path string) (*node, error) {
 	out := &node{}
 	if dy.RateLimit == nil && len(dy.Limits) == 0 {
-		if dy.ShadowMode {
-			return nil, c.fail(child(dn, "shadow_mode"), field+".shadow_mode", "needs rate_limit or limits")
+		for _, m := range []struct {
+			name string
+			set  bool
+		}{{"shadow_mode", dy.ShadowMode}, {"quota_mode", dy.QuotaMode}} {
+			if m.set {
+				return nil, c.fail(child(dn, m.name), field+"."+m.name, "needs rate_limit or limits")
+			}
 		}
 		return out, nil
 	}
 	if len(path) > 900 {
 		return nil, c.fail(dn, field, "the descriptor's path is %d bytes, at most 900 allowed", len(path))
 	}
-	r := &Rule{Domain: c.d.Name, Path: path, ShadowMode: dy.ShadowMode, DetailedMetric: dy.DetailedMetric, File: c.d.File, Line: line(dn)}
+	r := &Rule{Domain: c.d.Name, Path: path, ShadowMode: dy.ShadowMode, QuotaMode: dy.QuotaMode, DetailedMetric: dy.DetailedMetric, File: c.d.File, Line: line(dn)}
 	switch {
 	case dy.RateLimit != nil && len(dy.Limits) > 0:
 		return nil, c.fail(child(dn, "limits"), field+".limits", "give rate_limit or limits, not both")

@@ -1,8 +1,10 @@
 // Package rules reads rate-limit rules files: envoyproxy/ratelimit's YAML
 // format as is (domain, nested descriptors of key and optional value, a
-// value ending in "*" matching by prefix, rate_limit with unit,
+// value holding "*" matching any run of characters there (share_threshold
+// making all the values it matches share one count), rate_limit with unit,
 // unit_multiplier, requests_per_unit, unlimited, name and replaces,
-// shadow_mode, detailed_metric), so that a user of that service can point
+// shadow_mode, quota_mode, detailed_metric, value_to_metric, metadata),
+// so that a user of that service can point
 // redlimit at the same files, plus redlimit's extensions in the same
 // file:
 //
@@ -148,6 +150,10 @@ type Rule struct {
 	BlockedUnit Unit
 	// ShadowMode: the limit counts, but a request over it is answered OK.
 	ShadowMode bool
+	// QuotaMode: a descriptor over this limit makes the request over the
+	// limit only if every quota-mode descriptor of the request is over
+	// (envoyproxy/ratelimit's quota_mode).
+	QuotaMode bool
 	// Replaces names the limits (Limit.Name) this rule cancels when both
 	// match descriptors of one request.
 	Replaces []string

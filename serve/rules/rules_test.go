@@ -25,7 +25,7 @@ func TestLoadEnvoyExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(s.Domains(), ","); got != "edge_proxy_per_ip,messaging,mongo_cps" {
+	if got := strings.Join(s.Domains(), ","); got != "edge_proxy_per_ip,messaging,mongo_cps,newest" {
 		t.Fatalf("domains %s", got)
 	}
 	cases := []struct {
@@ -255,5 +255,74 @@ func TestUnitOf(t *testing.T) {
 		if u, m := rules.UnitOf(c.d); u != c.u || m != c.mult {
 			t.Errorf("UnitOf(%v) = %s, %d", c.d, u, m)
 		}
+	}
+}
+
+func TestNewerEnvoyFields(t *testing.T) {
+	s, err := rules.Load("testdata/envoy/newest.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		entries []rules.Entry
+		path    string
+		key     string
+	}{
+		{entries("path", "/api/v1/users"), "path=%2Fapi%2F*%2Fusers", "%2Fapi%2Fv1%2Fusers"},
+		{entries("path", "/api/users"), "", ""}, // the literal parts may not overlap
+		{entries("path", "/api/v1/orders"), "", ""},
+		{entries("path", "/files/a.txt"), "path=%2Ffiles%2F*", "%*%2Ffiles%2F*"},
+		{entries("path", "/files/b.txt"), "path=%2Ffiles%2F*", "%*%2Ffiles%2F*"},
+		{entries("org", "acme", "user", "ann"), "org=*/user", "%**/ann"},
+		{entries("org", "initech", "user", "ann"), "org=*/user", "%**/ann"},
+		{entries("quota_a", "x"), "quota_a", "x"},
+	} {
+		r, key := s.MatchKey("newest", c.entries)
+		path := ""
+		if r != nil {
+			path = r.Path
+		}
+		if path != c.path || key != c.key {
+			t.Errorf("MatchKey(%v) = %q, %q; want %q, %q", c.entries, path, key, c.path, c.key)
+		}
+	}
+	if r := s.Match("newest", entries("quota_b", "x")); !r.QuotaMode {
+		t.Errorf("quota_mode not read: %+v", r)
+	}
+	for _, bad := range []string{
+		"domain: d\ndescriptors:\n  - key: k\n    value: v\n    share_threshold: true\n",
+		"domain: d\ndescriptors:\n  - key: k\n    quota_mode: true\n",
+	} {
+		if _, err := rules.Parse("r.yaml", []byte(bad)); !errors.Is(err, rules.ErrInvalid) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+func TestMatchKeyIsUnambiguous(t *testing.T) {
+	d, err := rules.Parse("r.yaml", []byte("domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {unit: second, requests_per_unit: 1}\n  - key: one\n    rate_limit: {unit: second, requests_per_unit: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := rules.NewSet(d)
+	seen := map[string][]rules.Entry{}
+	for _, e := range [][]rules.Entry{
+		entries("a", "x/y", "b", "z"),
+		entries("a", "x", "b", "y/z"),
+		entries("a", "", "b", ""),
+		entries("a", "%", "b", ""),
+	} {
+		_, k := s.MatchKey("d", e)
+		if prev, dup := seen[k]; dup {
+			t.Errorf("%v and %v share key %q", prev, e, k)
+		}
+		seen[k] = e
+	}
+	for _, v := range []string{"", "%", "%25", "a/b", "a%2Fb"} {
+		_, k := s.MatchKey("d", entries("one", v))
+		if prev, dup := seen[k]; dup || k == "" {
+			t.Errorf("value %q: key %q (also %v)", v, k, prev)
+		}
+		seen[k] = entries("one", v)
 	}
 }

@@ -163,22 +163,38 @@ func readFile(name string) ([]byte, error) {
 // Match finds the rule for one descriptor of a request, as
 // envoyproxy/ratelimit does: entry by entry down the domain's tree, each
 // entry matching a descriptor with its key and value, else one whose
-// value ends in "*" and prefixes it (the first in file order), else one
+// value holds "*" and matches it (the first in file order), else one
 // with its key and no value; the rule applies only if the last entry
 // reached a descriptor with a limit. It returns nil when no rule applies
 // (an unknown domain included).
 func (s *Set) Match(domain string, entries []Entry) *Rule {
+	r, _ := s.MatchKey(domain, entries)
+	return r
+}
+
+// MatchKey is Match that also returns the descriptor's key within its
+// rule: its values, each escaped as Path's segments are and joined by
+// '/', a value matched by a share_threshold wildcard replaced by the
+// pattern (so all such values share one count). The key is never empty.
+func (s *Set) MatchKey(domain string, entries []Entry) (*Rule, string) {
 	d := s.domains[domain]
 	if d == nil {
-		return nil
+		return nil, ""
 	}
 	n := &d.root
+	var patterns []string
 	for i, e := range entries {
 		next := n.exact[e.Key+"\x00"+e.Value]
 		if next == nil {
-			for _, w := range n.wild {
-				if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
+			for j := range n.wild {
+				if w := &n.wild[j]; w.key == e.Key && w.matches(e.Value) {
 					next = w.n
+					if next.shared {
+						if patterns == nil {
+							patterns = make([]string, len(entries))
+						}
+						patterns[i] = next.pattern
+					}
 					break
 				}
 			}
@@ -187,12 +203,39 @@ func (s *Set) Match(domain string, entries []Entry) *Rule {
 			next = n.exact[e.Key]
 		}
 		if next == nil {
-			return nil
+			return nil, ""
 		}
 		if i == len(entries)-1 {
-			return next.rule
+			if next.rule == nil {
+				return nil, ""
+			}
+			return next.rule, key(entries, patterns)
 		}
 		n = next
 	}
-	return nil
+	return nil, ""
+}
+
+// key builds MatchKey's key. A shared level is written "%*" and its
+// pattern: an escaped value never holds "%*".
+func key(entries []Entry, patterns []string) string {
+	if patterns == nil && len(entries) == 1 && entries[0].Value != "" && !strings.ContainsAny(entries[0].Value, "%/=") {
+		return entries[0].Value
+	}
+	var b strings.Builder
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		if patterns != nil && patterns[i] != "" {
+			b.WriteString("%*")
+			b.WriteString(escape(patterns[i]))
+			continue
+		}
+		b.WriteString(escape(e.Value))
+	}
+	if b.Len() == 0 {
+		return "%"
+	}
+	return b.String()
 }

@@ -317,8 +317,10 @@ func (c *compiler) limit(r *Rule, ly *limitYAML, ln *yaml.Node, field string, si
 		if !single {
 			return c.fail(child(ln, "unlimited"), field+".unlimited", "use it on rate_limit, not in limits")
 		}
-		if ly.Unit != "" || ly.RequestsPerUnit != nil || ly.Interval != "" || ly.Algorithm != "" {
-			return c.fail(child(ln, "unlimited"), field+".unlimited", "an unlimited limit takes no unit, requests_per_unit, interval or algorithm")
+		// envoyproxy/ratelimit refuses a unit here and ignores
+		// requests_per_unit; so does redlimit.
+		if ly.Unit != "" || ly.Interval != "" || ly.Algorithm != "" || ly.Burst != 0 || ly.Capacity != 0 {
+			return c.fail(child(ln, "unlimited"), field+".unlimited", "an unlimited limit takes no unit, interval, algorithm, burst or capacity")
 		}
 		r.Unlimited = true
 		return nil

@@ -326,3 +326,10 @@ func TestMatchKeyIsUnambiguous(t *testing.T) {
 		seen[k] = entries("one", v)
 	}
 }
+
+func TestUnlimitedIgnoresRequestsPerUnit(t *testing.T) {
+	d, err := rules.Parse("r.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, requests_per_unit: 5}\n"))
+	if err != nil || !d.Rules[0].Unlimited {
+		t.Fatalf("%+v %v", d, err)
+	}
+}

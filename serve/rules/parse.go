@@ -111,6 +111,9 @@ func (w *wildcard) matches(value string) bool {
 	return true
 }
 
+// typeNames turns the Go names in YAML's messages into the file's words.
+var typeNames = strings.NewReplacer("!!", "", "rules.fileYAML", "a rules file", "rules.descYAML", "a descriptor", "rules.limitYAML", "a limit", "rules.replacesYAML", "a replaces entry", "[]rules.descYAML", "a list of descriptors", "[]rules.limitYAML", "a list of limits")
+
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 var unknownField = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
 
@@ -163,7 +166,7 @@ func yamlError(file string, err error) error {
 			e.Field = f[1]
 			e.Reason = "unknown field"
 		}
-		e.Reason = strings.Replace(e.Reason, "!!", "", -1)
+		e.Reason = typeNames.Replace(e.Reason)
 	}
 	return e
 }

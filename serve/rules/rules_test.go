@@ -178,6 +178,7 @@ func TestBadFiles(t *testing.T) {
 		{"unknown field in limit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      burts: 3\n", 7, "burts", "unknown field"},
 		{"syntax", "domain: d\ndescriptors:\n  - key: k\n   value: v\n", 2, "", "did not find expected"},
 		{"wrong type", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: lots\n", 6, "", "cannot unmarshal"},
+		{"not a map", "domain: d\ndescriptors:\n  - a\n", 3, "", "cannot unmarshal str `a` into a descriptor"},
 		{"empty", "", 0, "", "is empty"},
 		{"no domain", "descriptors: []\n", 1, "domain", "must not be empty"},
 		{"empty key", "domain: d\ndescriptors:\n  - value: v\n", 3, "descriptors[0].key", "must not be empty"},
@@ -271,6 +272,9 @@ func TestNewerEnvoyFields(t *testing.T) {
 		{entries("path", "/api/v1/users"), "path=%2Fapi%2F*%2Fusers", "%2Fapi%2Fv1%2Fusers"},
 		{entries("path", "/api/users"), "", ""}, // the literal parts may not overlap
 		{entries("path", "/api/v1/orders"), "", ""},
+		{entries("mid", "barab"), "mid=bar*b", "barab"},
+		{entries("mid", "bar123b"), "mid=bar*b", "bar123b"},
+		{entries("mid", "bar"), "", ""},
 		{entries("path", "/files/a.txt"), "path=%2Ffiles%2F*", "%*%2Ffiles%2F*"},
 		{entries("path", "/files/b.txt"), "path=%2Ffiles%2F*", "%*%2Ffiles%2F*"},
 		{entries("org", "acme", "user", "ann"), "org=*/user", "%**/ann"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +93,7 @@ func (s *Server) Reload(ctx context.Context) error {
 		}
 	}
 	var set *rules.Set
+	old := s.dec.Rules()
 	if err == nil {
 		s.lastDigest = digest
 		set, err = rules.Load(s.cfg.Rules)
@@ -104,7 +106,8 @@ func (s *Server) Reload(ctx context.Context) error {
 	}
 	if err == nil {
 		s.lastErr.Store(nil)
-		s.cfg.Logger.Info("redlimit serve: rules reloaded", "rules", s.cfg.Rules, "domains", set.Domains(), "digest", short(digest))
+		added, changed, removed := diff(old, set)
+		s.cfg.Logger.Info("redlimit serve: rules reloaded", "rules", s.cfg.Rules, "domains", set.Domains(), "digest", short(digest), "added", added, "changed", changed, "removed", removed)
 	} else {
 		s.lastErr.Store(&err)
 		s.failures.Add(1)
@@ -114,6 +117,38 @@ func (s *Server) Reload(ctx context.Context) error {
 		s.cfg.OnReload(Reload{Digest: digest, Err: err, At: time.Now()})
 	}
 	return err
+}
+
+// diff counts the rules (by Rule.ID) that b adds to a, changes and
+// removes from it.
+func diff(a, b *rules.Set) (added, changed, removed int) {
+	before := map[string]*rules.Rule{}
+	if a != nil {
+		for _, r := range a.Rules() {
+			before[r.ID()] = r
+		}
+	}
+	for _, r := range b.Rules() {
+		old, ok := before[r.ID()]
+		delete(before, r.ID())
+		switch {
+		case !ok:
+			added++
+		case !sameRule(old, r):
+			changed++
+		}
+	}
+	return added, changed, len(before)
+}
+
+// sameRule reports whether two rules decide alike (where they were
+// written aside).
+func sameRule(a, b *rules.Rule) bool {
+	if a.Name != b.Name || a.Unlimited != b.Unlimited || a.Blocked != b.Blocked || a.BlockedUnit != b.BlockedUnit ||
+		a.ShadowMode != b.ShadowMode || a.QuotaMode != b.QuotaMode || !slices.Equal(a.Replaces, b.Replaces) {
+		return false
+	}
+	return slices.Equal(a.Limits, b.Limits)
 }
 
 func short(digest string) string {

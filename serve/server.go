@@ -144,7 +144,7 @@ func diff(a, b *rules.Set) (added, changed, removed int) {
 // sameRule reports whether two rules decide alike (where they were
 // written aside).
 func sameRule(a, b *rules.Rule) bool {
-	if a.Name != b.Name || a.Unlimited != b.Unlimited || a.Blocked != b.Blocked || a.BlockedUnit != b.BlockedUnit ||
+	if a.Name != b.Name || a.Unlimited != b.Unlimited || a.Blocked != b.Blocked || a.BlockedInterval != b.BlockedInterval ||
 		a.ShadowMode != b.ShadowMode || a.QuotaMode != b.QuotaMode || !slices.Equal(a.Replaces, b.Replaces) {
 		return false
 	}

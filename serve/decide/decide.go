@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -233,7 +234,7 @@ func (d *Decider) SetRules(ctx context.Context, set *rules.Set) error {
 		limits := configs(r)
 		id := "serve:" + r.ID()
 		if old != nil {
-			if p := old.byID[id]; p != nil && slicesEqual(old.limits[id], limits) {
+			if p := old.byID[id]; p != nil && slices.Equal(old.limits[id], limits) {
 				next.policies[r], next.byID[id], next.limits[id] = p, p, limits
 				continue
 			}
@@ -249,18 +250,6 @@ func (d *Decider) SetRules(ctx context.Context, set *rules.Set) error {
 	}
 	d.cur.Store(next)
 	return nil
-}
-
-func slicesEqual(a, b []redlimit.Config) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func configs(r *rules.Rule) []redlimit.Config {
@@ -379,7 +368,8 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Response, error) {
 			st.Unlimited = true
 		case r.Blocked:
 			st.Code = OverLimit
-			st.Limit = &Limit{Name: r.Name, Config: redlimit.Config{Interval: r.BlockedUnit.Duration()}, Unit: r.BlockedUnit, Multiplier: 1}
+			st.Limit = &Limit{Name: r.Name, Config: redlimit.Config{Interval: r.BlockedInterval}}
+			st.Limit.Unit, st.Limit.Multiplier = rules.UnitOf(r.BlockedInterval)
 		default:
 			var k redlimit.Keyed
 			if p := ovs[i]; p != nil {
@@ -523,14 +513,10 @@ func (d *Decider) override(domain string, o *Override) (*overridePolicy, error) 
 		d.overrideCount.Add(-1)
 		return nil, &RequestError{Reason: fmt.Sprintf("more than %d distinct limit overrides", maxOverrides)}
 	}
-	unit, mult := rules.UnitOf(o.Interval)
 	r := &rules.Rule{Domain: domain, Path: "(override)", File: "(request)"}
 	op := &overridePolicy{rule: r}
 	if o.RequestsPerUnit == 0 {
-		r.Blocked, r.BlockedUnit = true, unit
-		if mult != 1 {
-			r.BlockedUnit = ""
-		}
+		r.Blocked, r.BlockedInterval = true, o.Interval
 	} else {
 		cfg, err := redlimit.Config{Algorithm: redlimit.FixedWindow, Rate: o.RequestsPerUnit, Interval: o.Interval}.Normalize()
 		if err != nil {

@@ -369,8 +369,7 @@ func (c *compiler) limit(r *Rule, ly *limitYAML, ln *yaml.Node, field string, si
 		if !single {
 			return c.fail(child(ln, "requests_per_unit"), field+".requests_per_unit", "0 (refuse everything) goes on rate_limit, not in limits")
 		}
-		r.Blocked = true
-		r.BlockedUnit, _ = UnitOf(interval)
+		r.Blocked, r.BlockedInterval = true, interval
 		return nil
 	}
 	cfg := redlimit.Config{Algorithm: redlimit.FixedWindow, Rate: rate, Interval: interval, Burst: ly.Burst, Capacity: ly.Capacity}

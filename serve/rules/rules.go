@@ -146,8 +146,9 @@ type Rule struct {
 	// Blocked: requests_per_unit 0, every request is over the limit and
 	// nothing is counted.
 	Blocked bool
-	// BlockedUnit is the unit a Blocked rule's file gave, for responses.
-	BlockedUnit Unit
+	// BlockedInterval is the interval a Blocked rule's file gave, for
+	// responses.
+	BlockedInterval time.Duration
 	// ShadowMode: the limit counts, but a request over it is answered OK.
 	ShadowMode bool
 	// QuotaMode: a descriptor over this limit makes the request over the

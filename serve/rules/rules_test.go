@@ -62,7 +62,7 @@ func TestLoadEnvoyExamples(t *testing.T) {
 	if len(perIP.Limits) != 1 || perIP.Limits[0].Config != want {
 		t.Errorf("per-IP limits %+v, want one %v", perIP.Limits, want)
 	}
-	if r := s.Match("edge_proxy_per_ip", entries("remote_address", "50.0.0.5")); !r.Blocked || r.BlockedUnit != rules.Second || len(r.Limits) != 0 {
+	if r := s.Match("edge_proxy_per_ip", entries("remote_address", "50.0.0.5")); !r.Blocked || r.BlockedInterval != time.Second || len(r.Limits) != 0 {
 		t.Errorf("a limit of 0 should block: %+v", r)
 	}
 	msg := s.Domain("messaging")

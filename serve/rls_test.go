@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -205,5 +206,20 @@ func TestRLSLimitOverride(t *testing.T) {
 	}
 	if resp := call(t, c, req); resp.OverallCode != over || resp.Statuses[0].DurationUntilReset.AsDuration() != 4*time.Minute+40*time.Second {
 		t.Fatalf("2nd: %v", resp)
+	}
+}
+
+func TestGRPCHealth(t *testing.T) {
+	ts := start(t, serve.Config{Rules: "testdata/edge.yaml"})
+	cc, err := grpc.NewClient(ts.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	for _, svc := range []string{"", "envoy.service.ratelimit.v3.RateLimitService"} {
+		resp, err := healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("%q: %v %v", svc, resp, err)
+		}
 	}
 }

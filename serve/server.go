@@ -13,6 +13,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/memstore"
@@ -169,9 +171,16 @@ func (s *Server) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 	errc := make(chan error, 3)
 
 	var gs *grpc.Server
+	var hc *health.Server
 	if grpcLis != nil {
 		gs = grpc.NewServer(grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes))
 		rlsv3.RegisterRateLimitServiceServer(gs, rls{s: s})
+		// gRPC's standard health service, for Kubernetes' and Envoy's
+		// gRPC health checks: SERVING while rules are in force.
+		hc = health.NewServer()
+		hc.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		hc.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+		healthpb.RegisterHealthServer(gs, hc)
 		wg.Go(func() {
 			if err := gs.Serve(grpcLis); err != nil {
 				errc <- fmt.Errorf("serve: gRPC: %w", err)
@@ -197,6 +206,9 @@ func (s *Server) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 	case err = <-watching:
 	}
 	cancel()
+	if hc != nil {
+		hc.Shutdown() // NOT_SERVING while draining
+	}
 	s.shutdown(gs, hs)
 	wg.Wait()
 	return err

@@ -3,6 +3,9 @@ package decide_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -392,4 +395,40 @@ func TestQuotaMode(t *testing.T) {
 	if r.Overall != decide.OverLimit || r.Statuses[0].Code != decide.OK {
 		t.Fatalf("mixed: %+v", r)
 	}
+}
+
+// TestSetRulesWhileDeciding swaps the rules while callers decide: every
+// answer comes from the old rules or the new, whole.
+func TestSetRulesWhileDeciding(t *testing.T) {
+	e := newEnv(t, limitYAML(100), decide.Options{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			req := decide.Request{Domain: "edge", Descriptors: []decide.Descriptor{desc("remote_address", "ip"+strconv.Itoa(g))}}
+			for range 200 {
+				r, err := e.d.Decide(context.Background(), req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if rate := r.Statuses[0].Limit.Config.Rate; rate != 100 && rate != 200 {
+					errs <- fmt.Errorf("rate %d", rate)
+					return
+				}
+			}
+		})
+	}
+	for i := range 20 {
+		e.setRules(limitYAML(100 + 100*(i%2)))
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func limitYAML(rate int) string {
+	return "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: hour, requests_per_unit: " + strconv.Itoa(rate) + "}\n"
 }

@@ -15,9 +15,14 @@ type Config struct {
 	// Rules is the rules file, or a directory of *.yaml/*.yml files, one
 	// domain each (package rules). It reloads when it changes.
 	Rules string
-	// Store keeps the limits' state; nil: a memory store (one instance
-	// only, for trying the service out).
+	// Store keeps the limits' state; nil: Redis when Redis is set, else
+	// a memory store (one instance only, for trying the service out).
 	Store redlimit.PolicyStore
+	// Redis is the URL of the Redis that Run keeps the state in when
+	// Store is nil (redisstore.OpenURL: redis://, rediss://,
+	// redis+sentinel://, redis+cluster://); Run closes it at the end and
+	// /readyz pings it. Every instance on one Redis shares the limits.
+	Redis string
 	// GRPCAddr and HTTPAddr are where Run listens; default
 	// "127.0.0.1:8081" and "127.0.0.1:8080". "-" turns one off.
 	GRPCAddr, HTTPAddr string

@@ -241,9 +241,20 @@ func (s *Server) shutdown(gs *grpc.Server, hs *http.Server) {
 	wg.Wait()
 }
 
-// Run starts a Server from cfg on cfg's addresses and serves until ctx
-// ends (see Serve).
+// Run starts a Server from cfg on cfg's addresses (opening cfg.Redis if
+// set) and serves until ctx ends (see Serve).
 func Run(ctx context.Context, cfg Config) error {
+	if cfg.Store == nil && cfg.Redis != "" {
+		store, ping, closeStore, err := openRedis(cfg.Redis)
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		cfg.Store = store
+		if cfg.Ping == nil {
+			cfg.Ping = ping
+		}
+	}
 	s, err := New(ctx, cfg)
 	if err != nil {
 		return err

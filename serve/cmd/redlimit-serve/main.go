@@ -2,7 +2,7 @@
 // serve): Envoy's rate-limit service over gRPC and the same request as
 // JSON over HTTP, from a rules file in envoyproxy/ratelimit's format.
 //
-//	redlimit-serve --rules ./ratelimit.yaml --grpc 127.0.0.1:8081 --http 127.0.0.1:8080
+//	redlimit-serve --rules ./ratelimit.yaml --redis redis://127.0.0.1:6379/0 --grpc 127.0.0.1:8081 --http 127.0.0.1:8080
 //
 // Flags may also be given as environment variables: REDLIMIT_RULES,
 // REDLIMIT_GRPC, REDLIMIT_HTTP and so on (the flag's name in capitals,
@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.SetOutput(stderr)
 	var cfg serve.Config
 	fs.StringVar(&cfg.Rules, "rules", "", "rules `file or directory` (envoyproxy/ratelimit YAML plus redlimit's extensions); reloads on change (required)")
+	fs.StringVar(&cfg.Redis, "redis", "", "`URL` of the Redis keeping the limits, shared by every instance on it (redis://host:6379/0, rediss://, redis+sentinel://, redis+cluster://; default $REDIS_URL); empty: process memory, one instance")
 	fs.StringVar(&cfg.GRPCAddr, "grpc", "127.0.0.1:8081", "`address` of Envoy's rate-limit service (gRPC); - turns it off")
 	fs.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "`address` of the HTTP API (POST /json, /healthz, /readyz, /rules); - turns it off")
 	fs.BoolVar(&cfg.Decide.AllOrNothing, "all-or-nothing", false, "hand back the other descriptors' charges when a request is over a limit")
@@ -56,7 +57,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may take to finish at shutdown")
 	logJSON := fs.Bool("log-json", false, "log as JSON lines (default: text)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: redlimit-serve --rules FILE_OR_DIR [flags]\n\nredlimit's rate-limit service: Envoy's RLS v3 on gRPC, JSON on HTTP.\nThe state lives in process memory (one instance); a Redis store comes with the policy store of package redisstore.\nEvery flag can be set as REDLIMIT_<NAME> in the environment.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: redlimit-serve --rules FILE_OR_DIR [flags]\n\nredlimit's rate-limit service: Envoy's RLS v3 on gRPC, JSON on HTTP.\nThe limits live in Redis with --redis (every instance on it shares them), else in process memory (one instance).\nEvery flag can be set as REDLIMIT_<NAME> in the environment.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	set := map[string]bool{}
@@ -78,6 +79,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	})
 	if envErr != nil {
 		return envErr
+	}
+	if cfg.Redis == "" && !set["redis"] {
+		cfg.Redis = getenv("REDIS_URL")
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())

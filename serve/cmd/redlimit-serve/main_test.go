@@ -24,7 +24,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("got %v", err)
 	}
-	for _, f := range []string{"-rules", "-grpc", "-http", "-all-or-nothing", "-fail-open", "-response-headers", "-max-request-bytes", "-max-descriptors", "-max-entries", "-shutdown-timeout", "-log-json", "REDLIMIT_"} {
+	for _, f := range []string{"-rules", "-redis", "REDIS_URL", "-grpc", "-http", "-all-or-nothing", "-fail-open", "-response-headers", "-max-request-bytes", "-max-descriptors", "-max-entries", "-shutdown-timeout", "-log-json", "REDLIMIT_"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("--help does not mention %s", f)
 		}
@@ -42,6 +42,7 @@ func TestBadArguments(t *testing.T) {
 		"bad flag":   {[]string{"--nope"}, nil, "not defined"},
 		"extra":      {[]string{"--rules", "x", "y"}, nil, "unexpected arguments"},
 		"bad env":    {[]string{"--rules", "../../testdata/edge.yaml"}, map[string]string{"REDLIMIT_MAX_ENTRIES": "many"}, "REDLIMIT_MAX_ENTRIES"},
+		"bad redis":  {[]string{"--rules", "../../testdata/edge.yaml"}, map[string]string{"REDIS_URL": "http://x"}, "scheme must be redis"},
 		"bad listen": {[]string{"--rules", "../../testdata/edge.yaml", "--grpc", "256.0.0.1:1"}, nil, "256.0.0.1"},
 	} {
 		env := func(k string) string { return c.env[k] }

@@ -155,3 +155,18 @@ func TestReloadKubernetesConfigMap(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadIgnoresOtherFiles: other files beside a rules file, YAML or
+// not, are no part of the rules; a change to the rules file is seen.
+func TestReloadIgnoresOtherFiles(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rules.yaml")
+	replace(t, file, limitRules(3))
+	ts, evs := startWatched(t, file)
+	replace(t, filepath.Join(dir, "other.yaml"), "not: [valid")
+	replace(t, filepath.Join(dir, "notes.txt"), "anything")
+	replace(t, file, limitRules(5))
+	if ev := evs.next(t); ev.Err != nil || rateOf(t, ts.srv.Decider()) != 5 {
+		t.Fatalf("%v, rate %d", ev.Err, rateOf(t, ts.srv.Decider()))
+	}
+}

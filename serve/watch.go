@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/fsnotify/fsnotify"
 )
@@ -19,9 +20,9 @@ func (s *Server) Watching() <-chan struct{} { return s.watching }
 // mounted ConfigMap. Reload skips content it has seen, so a burst of
 // events costs a few reads of the files.
 func (s *Server) watch(ctx context.Context) error {
-	dir := s.cfg.Rules
+	dir, file := s.cfg.Rules, ""
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		dir = filepath.Dir(dir)
+		dir, file = filepath.Dir(dir), filepath.Base(dir)
 	}
 	w, err := fsnotify.NewWatcher()
 	if err == nil {
@@ -41,11 +42,13 @@ func (s *Server) watch(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case _, ok := <-w.Events:
+		case ev, ok := <-w.Events:
 			if !ok {
 				return nil
 			}
-			_ = s.Reload(ctx) // reported through the log and OnReload
+			if concerns(filepath.Base(ev.Name), file) {
+				_ = s.Reload(ctx) // reported through the log and OnReload
+			}
 		case err, ok := <-w.Errors:
 			if !ok {
 				return nil
@@ -53,4 +56,18 @@ func (s *Server) watch(ctx context.Context) error {
 			s.cfg.Logger.Error("redlimit serve: watching the rules", "dir", dir, "err", err)
 		}
 	}
+}
+
+// concerns reports whether a change to name in the watched directory
+// may change the rules: the rules file (file, when the rules are one
+// file) or any YAML file (a directory), and Kubernetes' "..data" link
+// and its targets, through which those files may point.
+func concerns(name, file string) bool {
+	if strings.HasPrefix(name, "..") {
+		return true
+	}
+	if file != "" {
+		return name == file
+	}
+	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
 }

@@ -22,7 +22,8 @@ import (
 //	               envoyproxy/ratelimit's HTTP port takes it); answers the
 //	               RateLimitResponse as JSON, 200 when OK, 429 when over
 //	               the limit
-//	GET  /healthz  200 while the process serves
+//	GET  /healthz  200 while the process serves (also /healthcheck, as
+//	               envoyproxy/ratelimit names it)
 //	GET  /readyz   200 when rules are in force and the store answers
 //	               (Config.Ping), else 503
 //	GET  /rules    the rules in force, where each comes from
@@ -32,10 +33,12 @@ import (
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /json", s.handleJSON)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	alive := func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "OK\n")
-	})
+	}
+	mux.HandleFunc("GET /healthz", alive)
+	mux.HandleFunc("GET /healthcheck", alive) // envoyproxy/ratelimit's name, for probes moved over
 	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.HandleFunc("GET /rules", s.handleRules)
 	return mux

@@ -100,8 +100,10 @@ func TestHTTPHealthReadyRules(t *testing.T) {
 		return nil
 	}})
 	base := "http://" + ts.httpAddr
-	if code, body := get(t, base+"/healthz"); code != http.StatusOK || body != "OK\n" {
-		t.Errorf("healthz %d %q", code, body)
+	for _, path := range []string{"/healthz", "/healthcheck"} {
+		if code, body := get(t, base+path); code != http.StatusOK || body != "OK\n" {
+			t.Errorf("%s %d %q", path, code, body)
+		}
 	}
 	if code, body := get(t, base+"/readyz"); code != http.StatusOK || !strings.Contains(body, `"domains":["edge"]`) {
 		t.Errorf("readyz %d %s", code, body)

@@ -53,6 +53,11 @@ var ErrBadRequest = errors.New("httplimit: bad request")
 // more through than the limits allow, but may briefly refuse a little
 // more than needed. The limits of one policy, on one key, are charged
 // together atomically.
+//
+// The RateLimit headers of a refusal show the quotas of the rules asked
+// (the later ones were not), each as its rule answered: an earlier rule's
+// remaining quota is shown before its permits were handed back, lower
+// than it is by the request's cost at most, never higher.
 type Middleware struct {
 	rules          []Rule
 	cost           func(*http.Request) (int64, error)

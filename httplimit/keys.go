@@ -59,8 +59,10 @@ func ContextValue(key any) KeyFunc {
 
 // Route keys requests by method and route: "GET /items/{id}" when the
 // handler is reached through an http.ServeMux pattern (Request.Pattern),
-// else the method and the URL path. Combined with another KeyFunc (Join),
-// it gives each route its own limit per client.
+// else the method and the URL path. The pattern is known only inside the
+// mux: wrap each route's handler (mux.Handle(pattern, mw.Handler(h))) to
+// key by pattern; around the whole mux, Route keys by path. Combined with
+// another KeyFunc (Join), it gives each route its own limit per client.
 func Route() KeyFunc {
 	return func(r *http.Request) (string, error) {
 		p := r.Pattern

@@ -139,6 +139,11 @@ func (d *Decision) Violated() []string {
 			}
 		}
 	}
+	if len(names) == 0 && !d.Allowed && len(d.Rules) > 0 {
+		// A refusal without a limit's status (a wait cut short): the
+		// refusing rule's policy.
+		names = append(names, d.Rules[len(d.Rules)-1].Policy)
+	}
 	return names
 }
 

@@ -60,23 +60,29 @@ type response struct {
 
 func get(t *testing.T, srv *httptest.Server, header ...string) response {
 	t.Helper()
-	req, err := http.NewRequest("GET", srv.URL+"/items", nil)
+	r, err := fetch(srv, header...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return r
+}
+
+// fetch is get for other goroutines than the test's.
+func fetch(srv *httptest.Server, header ...string) (response, error) {
+	req, err := http.NewRequest("GET", srv.URL+"/items", nil)
+	if err != nil {
+		return response{}, err
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := srv.Client().Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return response{}, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return response{resp.StatusCode, resp.Header, string(body)}
+	return response{resp.StatusCode, resp.Header, string(body)}, err
 }
 
 func mustNew(t *testing.T, rules []httplimit.Rule, opts ...httplimit.Option) *httplimit.Middleware {
@@ -384,10 +390,17 @@ func TestWait(t *testing.T) {
 	if r := get(t, srv); r.status != 200 {
 		t.Fatalf("first: %d", r.status)
 	}
-	done := make(chan response, 1)
-	go func() { done <- get(t, srv) }()
-	if !e.clk.WaitForTimers(1, nil) {
-		t.Fatal("the second request did not wait")
+	done, finished := make(chan response, 1), make(chan struct{})
+	go func() {
+		r, err := fetch(srv)
+		if err != nil {
+			r.body = err.Error()
+		}
+		done <- r
+		close(finished)
+	}()
+	if !e.clk.WaitForTimers(1, finished) {
+		t.Fatalf("the second request did not wait: %+v", <-done)
 	}
 	e.clk.Advance(time.Minute)
 	if r := <-done; r.status != 200 {
@@ -451,5 +464,35 @@ func TestCustomHandlers(t *testing.T) {
 	r := get(t, srv, "X-Api-Key", "k")
 	if r.status != http.StatusServiceUnavailable || r.body != "slow down" || r.header.Get("Retry-After") != "60" {
 		t.Errorf("refusal: %d %q %v", r.status, r.body, r.header)
+	}
+}
+
+func TestWaitQueueFull(t *testing.T) {
+	e := newEnv()
+	p := e.policy(t, "queue", redlimit.LeakyBucketConfig(1, time.Minute, 2))
+	srv := serve(t, mustNew(t, []httplimit.Rule{{Policy: p, Key: clientIP(t, httplimit.ClientIPConfig{})}}, httplimit.WithWait(time.Hour)))
+	first := get(t, srv)
+	done, finished := make(chan response, 1), make(chan struct{})
+	go func() {
+		r, err := fetch(srv)
+		if err != nil {
+			r.body = err.Error()
+		}
+		done <- r
+		close(finished)
+	}()
+	if !e.clk.WaitForTimers(1, finished) {
+		t.Fatalf("the second request did not wait: %+v", <-done)
+	}
+	r := get(t, srv)
+	if r.status != http.StatusTooManyRequests {
+		t.Fatalf("with the queue full: %d (first %d)", r.status, first.status)
+	}
+	if pb := readProblem(t, r); len(pb.Violated) != 1 || pb.Violated[0] != "queue" || pb.Detail[:18] != "the queue is full;" {
+		t.Errorf("problem %+v", pb)
+	}
+	e.clk.Advance(time.Hour)
+	if r := <-done; r.status != 200 {
+		t.Errorf("the queued request: %d", r.status)
 	}
 }

@@ -159,7 +159,12 @@ func openStore(url string) (redlimit.PolicyStore, func(), error) {
 		rdb.Close()
 		return nil, nil, errors.New("--redis: this redisstore does not implement keyed policies (redlimit.PolicyStore) yet; run without --redis for the memory store")
 	}
-	return ps, func() { rdb.Close() }, nil
+	return ps, func() {
+		if c, ok := s.(io.Closer); ok { // the store's policy subscription
+			c.Close()
+		}
+		rdb.Close()
+	}, nil
 }
 
 // registerStats exports the middleware's counts.

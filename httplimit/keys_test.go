@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/redlimit/redlimit"
@@ -144,4 +146,47 @@ func TestKeyFuncs(t *testing.T) {
 			t.Errorf("%s: %v, want ErrNoKey", name, err)
 		}
 	}
+}
+
+// FuzzClientIP: whatever the headers, ClientIP never panics, answers an
+// address or prefix or ErrNoKey, and never reads them from an untrusted
+// peer.
+func FuzzClientIP(f *testing.F) {
+	f.Add("10.1.1.1:80", "1.2.3.4, 10.0.0.2", `for="[2001:db8::1]:80";by=x, for=10.0.0.3`)
+	f.Add("192.0.2.1:80", "garbage", `for="unterminated`)
+	f.Add("[::1]:80", ",,,", `for=_hidden, ,for=unknown;;`)
+	xff, err := httplimit.ClientIP(httplimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.0/8", "::1"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	fwd, err := httplimit.ClientIP(httplimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.0/8", "::1"}, Header: "Forwarded"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, remote, xffValue, fwdValue string) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		r.Header.Set("X-Forwarded-For", xffValue)
+		r.Header.Set("Forwarded", fwdValue)
+		for _, key := range []httplimit.KeyFunc{xff, fwd} {
+			k, err := key(r)
+			if err != nil {
+				if !errors.Is(err, httplimit.ErrNoKey) {
+					t.Fatalf("error %v is not ErrNoKey", err)
+				}
+				continue
+			}
+			if _, perr := netip.ParseAddr(k); perr != nil {
+				if _, perr := netip.ParsePrefix(k); perr != nil {
+					t.Fatalf("key %q is neither an address nor a prefix", k)
+				}
+			}
+			peer, perr := netip.ParseAddrPort(remote)
+			if perr == nil && !peer.Addr().Unmap().IsLoopback() && !strings.HasPrefix(peer.Addr().Unmap().String(), "10.") {
+				if want := peer.Addr().Unmap().WithZone(""); peer.Addr().Unmap().Is4() && k != want.String() {
+					t.Fatalf("untrusted peer %s keyed %q", remote, k)
+				}
+			}
+		}
+	})
 }

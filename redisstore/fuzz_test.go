@@ -118,3 +118,31 @@ func FuzzDecodeReply(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPolicyStateKeys: every key of one policy's key has the same hash
+// tag, whatever bytes the policy's name and the key hold, two pairs never
+// share one, and none is a limiter's or a policy config's key.
+func FuzzPolicyStateKeys(f *testing.F) {
+	f.Add("api", "user:1", "api:user", "1")
+	f.Add("{", "}", "{}", "")
+	f.Add("a%3Ab", "c", "a", "b:c")
+	f.Fuzz(func(t *testing.T, p1, k1, p2, k2 string) {
+		a, b := redlimit.PolicyKey{Policy: p1, Key: k1}, redlimit.PolicyKey{Policy: p2, Key: k2}
+		if a.Validate() != nil || b.Validate() != nil {
+			return // refused before any key is made
+		}
+		ka := policyStateKeys(DefaultPrefix, a, 3)
+		tag := hashTag(ka[0])
+		for _, k := range ka {
+			if hashTag(k) != tag {
+				t.Fatalf("%+v: key %q has tag %q, its state %q", a, k, hashTag(k), tag)
+			}
+			if k == policyConfigKey(DefaultPrefix, p1) || k == policyConfigKey(DefaultPrefix, p2) || slices.Contains(scriptKeys(DefaultPrefix, p1, k1), k) {
+				t.Fatalf("%+v: key %q is a config's or a limiter's", a, k)
+			}
+		}
+		if a != b && hashTag(policyStateKeys(DefaultPrefix, b, 1)[0]) == tag {
+			t.Fatalf("%+v and %+v share the tag %q", a, b, tag)
+		}
+	})
+}

@@ -66,7 +66,8 @@ var (
 	// versions of redlimit sharing one Redis each call their own.
 	limiterFunction = fmt.Sprintf("redlimit_%x", sha1.Sum([]byte(limiterLua)))[:21]
 	limiterLibrary  = "#!lua name=" + limiterFunction + "\n" + limiterLua +
-		"\nredis.register_function('" + limiterFunction + "', main)\n"
+		"\nredis.register_function('" + limiterFunction + "', main)\n" +
+		"redis.register_function('" + limiterFunction + "_p', policy_main)\n"
 
 	configLua    = mustRead("config.lua")
 	configScript = redis.NewScript(configLua)
@@ -112,6 +113,8 @@ type Store struct {
 	// hb counts the calls abandoned by their callers and sees them through
 	// (handback.go).
 	hb handBackStats
+	// pol caches keyed policies (policy.go).
+	pol policyCache
 }
 
 var _ redlimit.Store = (*Store)(nil)
@@ -218,6 +221,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, &redlimit.ArgumentError{Arg: "redis client", Reason: "must not be nil", Kind: redlimit.ErrInvalidArgument}
 	}
 	s := &Store{rdb: rdb, prefix: DefaultPrefix, refusalTTL: DefaultRefusalCache}
+	s.pol.maxAge = DefaultPolicyMaxAge
 	switch c := rdb.(type) {
 	case *redis.Client:
 		s.bounded = c.Options().ContextTimeoutEnabled

@@ -47,11 +47,12 @@ func joinScripts(names ...string) string {
 }
 
 // limiterFiles lists the files of the limiter library, in the order they
-// are joined: the shared ones, each algorithm's, then the batch loop.
+// are joined: the shared ones, each algorithm's, the batch loop, then the
+// keyed calls of policies.
 func limiterFiles() []string {
 	files := append([]string(nil), sharedScripts...)
 	files = append(files, algorithmScripts()...)
-	return append(files, "limiter")
+	return append(files, "limiter", "policy")
 }
 
 // mustRead is the text of one file of scripts/.

@@ -59,7 +59,7 @@ algorithms['fixed-window'] = {
     if windows_sum(W, w, w + interval) + n > c.rate then at = w + interval end
     at = by_expiry(at, now, expiry)
     local wait = at - now
-    if maxWait >= 0 and wait > maxWait then
+    if c.probe or (maxWait >= 0 and wait > maxWait) then
       return reply(c, 0, fixedwindow_remaining(c, W), wait) -- a refusal changes nothing
     end
     W = fixedwindow_advance(c, S, W)

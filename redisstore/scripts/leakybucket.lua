@@ -24,7 +24,7 @@ algorithms['leaky-bucket'] = {
     local wait = ceildiv(owed, rate) -- the work ahead, rounded up to a whole µs
     local limit = (c.capacity - n) * c.interval
     local full = owed > limit and ceildiv(owed - limit, rate) > 0
-    if full or (maxWait >= 0 and wait > maxWait) then
+    if full or c.probe or (maxWait >= 0 and wait > maxWait) then
       local code = 0
       if full then code = 2 end -- the queue is full
       return reply(c, code, leakybucket_remaining(c, owed), wait) -- a refusal changes nothing

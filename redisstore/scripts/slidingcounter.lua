@@ -94,7 +94,7 @@ algorithms['sliding-counter'] = {
     local tail = slidingcounter_tail(c, S)
     local at = by_expiry(slidingcounter_earliest(c, W, later(now, tail), n), now, expiry)
     local wait = at - now
-    if maxWait >= 0 and wait > maxWait then
+    if c.probe or (maxWait >= 0 and wait > maxWait) then
       return reply(c, 0, slidingcounter_remaining(c, W, tail), wait) -- a refusal changes nothing
     end
     W = slidingcounter_advance(c, S, W)

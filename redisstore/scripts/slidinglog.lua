@@ -180,7 +180,7 @@ algorithms['sliding-log'] = {
     end
     at = by_expiry(at, now, expiry)
     local wait = at - now
-    if maxWait >= 0 and wait > maxWait then
+    if c.probe or (maxWait >= 0 and wait > maxWait) then
       local left = later(rate - total, 0)
       if tAt and tAt > now then left = 0 end
       return reply(c, 0, left, wait) -- a refusal changes nothing

@@ -21,7 +21,7 @@ algorithms['token-bucket'] = {
     local limit, owed = c.burst * c.interval, d.Owed + n * c.interval
     local wait = 0
     if owed > limit then wait = ceildiv(owed - limit, c.rate) end
-    if maxWait >= 0 and wait > maxWait then
+    if c.probe or (maxWait >= 0 and wait > maxWait) then
       return reply(c, 0, tokenbucket_remaining(c, d.Owed), wait) -- a refusal changes nothing
     end
     d.Owed = owed

@@ -1,0 +1,563 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/algorithm"
+)
+
+// Keyed policies (redlimit.PolicyStore) keep two kinds of keys:
+//
+//   - PREFIX{POLICY}:policy, a hash: the policy's limits, version, epoch and
+//     the instant its limits took effect. The only key of a policy without a
+//     TTL. Written by policyconfig.lua, which publishes the policy's name on
+//     the channel PREFIX + "policy" whenever it changes.
+//   - PREFIX{POLICY:KEY}:k, one string per key holding its state on every
+//     limit, with a TTL: it expires once no limit can change an answer
+//     (beside it PREFIX{POLICY:KEY}:kI, limit I's sliding-log list). The
+//     hash tag holds the key, so the keys of one policy spread over a
+//     Cluster's slots; POLICY and KEY are escaped ('%', '{', '}', ':') so
+//     that no pair reaches another's keys.
+//
+// A script touches only its own slot, so each keyed call carries the
+// policy as the client knows it (policy.lua). Clients cache the policy
+// (policyCache) and drop it when told by the channel, or at the latest
+// after the policy max age (WithPolicyMaxAge).
+//
+// # What a decision made while a change spreads can be
+//
+// A SetPolicy (Policy.SetLimits) is stored at once. A client that cached
+// the policy before decides under the old limits until it learns of the
+// change: through pub/sub, about one round trip after it; when pub/sub is
+// down, at the latest the policy max age after it (default 1s); and at
+// once on any key whose state was already changed under the new version
+// (the state remembers its version: the script answers "stale" and the
+// client reads the policy again). So during that window a decision on a key
+// not yet touched under the new limits is the one the old limits give, as
+// if the change had been made up to that bound later; no decision ever
+// mixes the two, and no key's state goes back to an older version. A reset
+// (SetResetState, a new epoch) is seen the same way.
+
+var (
+	policyConfigScript = redis.NewScript(mustRead("policyconfig.lua"))
+	// policyFunction is the keyed call's function in the limiter library.
+	policyFunction any = limiterFunction + "_p"
+	policyScript       = redis.NewScript(limiterLua + "\nreturn policy_main(KEYS, ARGV)\n")
+)
+
+// DefaultPolicyMaxAge is how long a client decides under a policy it read
+// without hearing from the policy channel (WithPolicyMaxAge).
+const DefaultPolicyMaxAge = time.Second
+
+// WithPolicyMaxAge bounds how long the store decides under a keyed
+// policy it read before reading it again: the bound on how late a
+// SetLimits reaches this client when Redis pub/sub is down (with it, a
+// change is seen about one round trip after it is made). At least 1ms.
+func WithPolicyMaxAge(d time.Duration) Option {
+	return func(s *Store) error {
+		if d < time.Millisecond {
+			return &redlimit.ArgumentError{Arg: "policy max age", Value: d.String(), Reason: "must be at least 1ms", Kind: redlimit.ErrInvalidArgument}
+		}
+		s.pol.maxAge = d
+		return nil
+	}
+}
+
+var _ redlimit.PolicyStore = (*Store)(nil)
+
+// policyKeyEscaper escapes a policy's name and a key in a key's hash tag.
+var policyKeyEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D", ":", "%3A")
+
+func policyConfigKey(prefix, name string) string {
+	return prefix + "{" + nameEscaper.Replace(name) + "}:policy"
+}
+
+// policyStateKeys returns the KEYS of policy.lua: the key's state and one
+// list per limit.
+func policyStateKeys(prefix string, k redlimit.PolicyKey, limits int) []string {
+	base := prefix + "{" + policyKeyEscaper.Replace(k.Policy) + ":" + policyKeyEscaper.Replace(k.Key) + "}:k"
+	keys := make([]string, 1+limits)
+	keys[0] = base
+	for i := 1; i <= limits; i++ {
+		keys[i] = base + strconv.Itoa(i)
+	}
+	return keys
+}
+
+func (s *Store) policyChannel() string { return s.prefix + "policy" }
+
+// policyEntry is a policy as read from Redis, with its arguments to
+// policy.lua; never changed once made.
+type policyEntry struct {
+	cfg  redlimit.PolicyConfig
+	args []any // epoch, version, since, then the limits
+	most int64
+	read time.Time // when it was read (time.Now)
+}
+
+// policyCacheMax bounds the policies a store caches.
+const policyCacheMax = 4096
+
+// policyCache holds the policies read, dropped when the policy channel
+// says they changed, and after maxAge anyway.
+type policyCache struct {
+	maxAge time.Duration
+	mu     sync.Mutex
+	m      map[string]*policyEntry
+	// gen grows with every drop: a read that began before one is not
+	// cached (it may predate the change).
+	gen uint64
+	// sub is the subscription to the policy channel, made on first use;
+	// done closes when its goroutine ends.
+	sub    *redis.PubSub
+	done   chan struct{}
+	closed bool
+}
+
+// get returns name's entry if it is young enough, and the generation a
+// read made now must match to be cached.
+func (c *policyCache) get(name string) (*policyEntry, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.m[name]
+	if e != nil && time.Since(e.read) < c.maxAge {
+		return e, c.gen
+	}
+	return nil, c.gen
+}
+
+func (c *policyCache) put(name string, e *policyEntry, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen || c.closed {
+		return
+	}
+	if c.m == nil || len(c.m) >= policyCacheMax {
+		c.m = make(map[string]*policyEntry)
+	}
+	c.m[name] = e
+}
+
+// drop forgets name (all policies when name is "").
+func (c *policyCache) drop(name string, all bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	if all {
+		c.m = nil
+	} else {
+		delete(c.m, name)
+	}
+}
+
+// subscribe starts listening to the policy channel, once.
+func (s *Store) subscribe() {
+	c := &s.pol
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sub != nil || c.closed {
+		return
+	}
+	c.sub = s.rdb.Subscribe(context.Background(), s.policyChannel())
+	c.done = make(chan struct{})
+	ch := c.sub.ChannelWithSubscriptions(redis.WithChannelSize(256))
+	go func() {
+		defer close(c.done)
+		for m := range ch {
+			switch m := m.(type) {
+			case *redis.Message:
+				c.drop(m.Payload, false)
+			case *redis.Subscription:
+				// Subscribed anew, maybe after a lost connection: what
+				// was published meanwhile was missed.
+				c.drop("", true)
+			}
+		}
+	}()
+}
+
+// Close ends the store's subscription to the policy channel (keyed
+// policies) and waits for it. It does not close the Redis client. A
+// store used after Close reads policies at every call.
+func (s *Store) Close() error {
+	c := &s.pol
+	c.mu.Lock()
+	c.closed, c.m = true, nil
+	sub, done := c.sub, c.done
+	c.mu.Unlock()
+	if sub == nil {
+		return nil
+	}
+	err := sub.Close()
+	<-done
+	return err
+}
+
+// makeEntry checks a policy read from Redis and makes its entry.
+func makeEntry(limits string, version, epoch, since int64) (*policyEntry, error) {
+	parts := strings.Split(limits, ",")
+	if len(parts) > redlimit.MaxLimits {
+		return nil, fmt.Errorf("%w: a policy of %d limits", redlimit.ErrCorrupt, len(parts))
+	}
+	cfg := redlimit.PolicyConfig{Version: version, Epoch: epoch, Limits: make([]redlimit.Config, len(parts))}
+	if since > 0 {
+		cfg.Since = time.UnixMicro(since)
+	}
+	args := make([]any, 3, 3+len(parts))
+	args[0] = strconv.FormatInt(epoch, 36)
+	args[1] = strconv.FormatInt(version, 36)
+	args[2] = strconv.FormatInt(since, 10)
+	for i, p := range parts {
+		c, err := decodeConfig(p)
+		if err != nil {
+			return nil, err
+		}
+		if c.Mode != redlimit.Overall || c.Epoch != 0 {
+			return nil, fmt.Errorf("%w: policy limit %q", redlimit.ErrCorrupt, p)
+		}
+		cfg.Limits[i] = c
+		args = append(args, p)
+	}
+	if version < 1 || epoch < 1 {
+		return nil, fmt.Errorf("%w: policy version %d, epoch %d", redlimit.ErrCorrupt, version, epoch)
+	}
+	return &policyEntry{cfg: cfg, args: args, most: cfg.MaxPermits(), read: time.Now()}, nil
+}
+
+// limitsArg is the limits as policyconfig.lua stores them.
+func limitsArg(limits []redlimit.Config) string {
+	parts := make([]string, len(limits))
+	for i, c := range limits {
+		c.Epoch = 0
+		parts[i] = configArg(c)
+	}
+	return strings.Join(parts, ",")
+}
+
+// setPolicy runs policyconfig.lua.
+func (s *Store) setPolicy(ctx context.Context, name, how string, limits []redlimit.Config, epoch, version, since int64) (*policyEntry, bool, error) {
+	raw, err := s.eval(ctx, policyConfigScript, true, []string{policyConfigKey(s.prefix, name)},
+		how, limitsArg(limits), strconv.FormatInt(epoch, 10), s.nowArg(), s.policyChannel(), name,
+		strconv.FormatInt(version, 10), strconv.FormatInt(since, 10))
+	if err != nil {
+		return nil, false, wrap(err)
+	}
+	r, err := asArray(raw, 5)
+	if err != nil {
+		return nil, false, err
+	}
+	text, _ := r[1].(string)
+	v, _ := r[2].(int64)
+	e, err1 := strconv.ParseInt(fmt.Sprint(r[3]), 10, 64)
+	t, err2 := strconv.ParseInt(fmt.Sprint(r[4]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return nil, false, fmt.Errorf("%w: policy reply %v", redlimit.ErrCorrupt, r)
+	}
+	pe, err := makeEntry(text, v, e, t)
+	if err != nil {
+		return nil, false, err
+	}
+	return pe, r[0] == int64(1), nil
+}
+
+// SetPolicy implements redlimit.PolicyStore.
+func (s *Store) SetPolicy(ctx context.Context, name string, p redlimit.PolicyConfig, how redlimit.SetMode) (redlimit.PolicyConfig, bool, error) {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
+		return redlimit.PolicyConfig{}, false, err
+	}
+	limits, err := redlimit.NormalizePolicy(p.Limits)
+	if err != nil {
+		return redlimit.PolicyConfig{}, false, err
+	}
+	if err := how.Validate(); err != nil {
+		return redlimit.PolicyConfig{}, false, err
+	}
+	_, gen := s.pol.get(name)
+	e, set, err := s.setPolicy(ctx, name, how.String(), limits, redlimit.Config{}.WithNewEpoch().Epoch, 0, 0)
+	if err != nil {
+		return redlimit.PolicyConfig{}, false, err
+	}
+	if set {
+		s.pol.drop(name, false)
+	} else {
+		s.pol.put(name, e, gen)
+	}
+	return e.cfg, set, nil
+}
+
+// Policy implements redlimit.PolicyStore.
+func (s *Store) Policy(ctx context.Context, name string) (redlimit.PolicyConfig, error) {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
+		return redlimit.PolicyConfig{}, err
+	}
+	e, err := s.readPolicy(ctx, name)
+	if err != nil {
+		return redlimit.PolicyConfig{}, err
+	}
+	return e.cfg, nil
+}
+
+// readPolicy reads name's policy from Redis (ErrNotInitialized if none)
+// and caches it.
+func (s *Store) readPolicy(ctx context.Context, name string) (*policyEntry, error) {
+	s.subscribe()
+	_, gen := s.pol.get(name)
+	got, err := within(s, ctx, func(ctx context.Context) ([]any, error) {
+		return s.rdb.HMGet(ctx, policyConfigKey(s.prefix, name), "l", "v", "e", "t").Result()
+	})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	if len(got) != 4 || got[0] == nil {
+		return nil, redlimit.ErrNotInitialized
+	}
+	var nums [3]int64
+	for i := range nums {
+		str, _ := got[i+1].(string)
+		if nums[i], err = strconv.ParseInt(str, 10, 64); err != nil {
+			return nil, fmt.Errorf("%w: policy field %v", redlimit.ErrCorrupt, got[i+1])
+		}
+	}
+	text, _ := got[0].(string)
+	e, err := makeEntry(text, nums[0], nums[1], nums[2])
+	if err != nil {
+		return nil, err
+	}
+	s.pol.put(name, e, gen)
+	return e, nil
+}
+
+// DeletePolicy implements redlimit.PolicyStore.
+func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
+	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
+		return false, err
+	}
+	raw, err := s.eval(ctx, policyConfigScript, true, []string{policyConfigKey(s.prefix, name)},
+		"delete", "", "", "", s.policyChannel(), name, "", "")
+	s.pol.drop(name, false)
+	if err != nil {
+		return false, wrap(err)
+	}
+	r, err := asArray(raw, 1)
+	if err != nil {
+		return false, err
+	}
+	return r[0] == int64(1), nil
+}
+
+// policyFor returns the policy to decide under: the cached one, else the
+// one in Redis, else (a policy Redis does not have) known, stored then.
+// fresh reports whether it was read from Redis by this call.
+func (s *Store) policyFor(ctx context.Context, name string, known *redlimit.PolicyConfig, reread bool) (*policyEntry, bool, error) {
+	if !reread {
+		if e, _ := s.pol.get(name); e != nil {
+			return e, false, nil
+		}
+	}
+	e, err := s.readPolicy(ctx, name)
+	if !errors.Is(err, redlimit.ErrNotInitialized) || len(known.Limits) == 0 {
+		return e, true, err
+	}
+	// Put back from the caller's copy, epoch and version and all, as a
+	// store that lost its data is.
+	limits, err := redlimit.NormalizePolicy(known.Limits)
+	if err != nil {
+		return nil, false, err
+	}
+	epoch, version, since := known.Epoch, known.Version, int64(0)
+	if epoch == 0 || version == 0 {
+		epoch, version = redlimit.Config{}.WithNewEpoch().Epoch, 1
+	} else if !known.Since.IsZero() {
+		since = known.Since.UnixMicro()
+	}
+	_, gen := s.pol.get(name)
+	e, _, err = s.setPolicy(ctx, name, "restore", limits, epoch, version, since)
+	if err != nil {
+		return nil, false, err
+	}
+	s.pol.put(name, e, gen)
+	return e, true, nil
+}
+
+// Keyed calls' ops, as policy.lua takes them.
+const (
+	keyAcquire = "acquire"
+	keyCancel  = "cancel"
+	keyRelease = "release"
+	keyStatus  = "status"
+)
+
+// maxStale bounds the policy reads of one keyed call told its policy is
+// stale (each one a SetLimits racing with it).
+const maxStale = 3
+
+// keyed runs one call of policy.lua, reading the policy again when the
+// key's state says it is stale. It returns the reply after the flag.
+func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit.PolicyConfig, op string, n, arg int64) (*policyEntry, int64, []int64, error) {
+	if err := k.Validate(); err != nil {
+		return nil, 0, nil, err
+	}
+	if op != keyStatus && n < 1 {
+		return nil, 0, nil, (redlimit.Config{}).ValidatePermits(n)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		e, fresh, err := s.policyFor(ctx, k.Policy, known, attempt > 0)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		if op == keyAcquire && n > e.most {
+			for _, c := range e.cfg.Limits {
+				if c.MaxPermits() == e.most {
+					return nil, 0, nil, c.ValidatePermits(n)
+				}
+			}
+		}
+		force := ""
+		if fresh {
+			force = "1"
+		}
+		args := make([]any, 0, 8+len(e.args))
+		args = append(args, s.nowArg(), op, n, arg, e.args[0], e.args[1], e.args[2], force)
+		args = append(args, e.args[3:]...)
+		raw, err := s.runPolicy(ctx, policyStateKeys(s.prefix, k, len(e.cfg.Limits)), args)
+		if err != nil {
+			return nil, 0, nil, wrap(err)
+		}
+		r, ok := raw.([]any)
+		if !ok || len(r) < 2 {
+			return nil, 0, nil, fmt.Errorf("%w: unexpected keyed reply %T", redlimit.ErrCorrupt, raw)
+		}
+		nums := make([]int64, len(r))
+		for i, v := range r {
+			if nums[i], ok = v.(int64); !ok {
+				return nil, 0, nil, fmt.Errorf("%w: keyed reply element %T", redlimit.ErrCorrupt, v)
+			}
+		}
+		switch nums[1] {
+		case 0:
+			return e, nums[0], nums[2:], nil
+		case -4:
+			s.pol.drop(k.Policy, false)
+			if attempt < maxStale {
+				continue
+			}
+			return nil, 0, nil, fmt.Errorf("%w: the policy changed %d times during the call", redlimit.ErrUnavailable, maxStale+1)
+		case -2:
+			return nil, 0, nil, (redlimit.Config{}).ValidatePermits(n)
+		default:
+			return nil, 0, nil, fmt.Errorf("%w: key %q of policy %q holds what redlimit did not write", redlimit.ErrCorrupt, k.Key, k.Policy)
+		}
+	}
+}
+
+// runPolicy runs policy.lua: as a function of the limiter library where
+// Redis has it, else as a script.
+func (s *Store) runPolicy(ctx context.Context, keys []string, args []any) (any, error) {
+	d, ok := s.scripter.(doer)
+	if off := s.functionsOff.Load(); !ok || off != 0 && time.Now().UnixNano() < off || s.acks > 0 {
+		return s.eval(ctx, policyScript, true, keys, args...)
+	}
+	return within(s, ctx, func(ctx context.Context) (any, error) {
+		cmd := make([]any, 0, 3+len(keys)+len(args))
+		cmd = append(cmd, fcallName, policyFunction, len(keys))
+		for _, k := range keys {
+			cmd = append(cmd, k)
+		}
+		cmd = append(cmd, args...)
+		r, err := d.Do(ctx, cmd...).Result()
+		if err == nil || !functionMissing(err) && !functionsRefused(err) {
+			return r, err
+		}
+		if functionMissing(err) {
+			if err = s.loadLibrary(ctx, keys[0]); err == nil {
+				return d.Do(ctx, cmd...).Result()
+			}
+			var rerr redis.Error
+			if !errors.As(err, &rerr) {
+				return nil, err
+			}
+		}
+		s.functionsOff.Store(time.Now().Add(functionsRetry).UnixNano())
+		return policyScript.Run(ctx, s.scripter, keys, args...).Result()
+	})
+}
+
+// decision reads an acquire's or a status's reply.
+func (e *policyEntry) decision(now int64, r []int64) (redlimit.PolicyDecision, error) {
+	l := len(e.cfg.Limits)
+	if len(r) != 4+3*l {
+		return redlimit.PolicyDecision{}, fmt.Errorf("%w: keyed reply of %d numbers for %d limits", redlimit.ErrCorrupt, len(r), l)
+	}
+	d := redlimit.PolicyDecision{Granted: r[0] == 1, Full: r[1] == 1, Refused: int(r[2]) - 1,
+		Wait: time.Duration(r[3]) * time.Microsecond, Now: time.UnixMicro(now), Policy: e.cfg,
+		Limits: make([]redlimit.LimitState, l)}
+	if d.Refused < -1 || d.Refused >= l {
+		return redlimit.PolicyDecision{}, fmt.Errorf("%w: refusing limit %d of %d", redlimit.ErrCorrupt, d.Refused, l)
+	}
+	if d.Granted {
+		d.At = d.Now.Add(d.Wait)
+	}
+	for i := range d.Limits {
+		x := r[4+3*i:]
+		d.Limits[i] = redlimit.LimitState{Remaining: x[0], ResetAfter: time.Duration(x[1]) * time.Microsecond, Wait: time.Duration(x[2]) * time.Microsecond}
+	}
+	return d, nil
+}
+
+// AcquireKey implements redlimit.PolicyStore.
+func (s *Store) AcquireKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, n int64, maxWait time.Duration) (redlimit.PolicyDecision, error) {
+	w := algorithm.Unlimited
+	if maxWait >= 0 {
+		w = maxWait.Microseconds()
+	}
+	e, now, r, err := s.keyed(ctx, k, &known, keyAcquire, n, w)
+	if err != nil {
+		return redlimit.PolicyDecision{}, err
+	}
+	return e.decision(now, r)
+}
+
+// StatusKey implements redlimit.PolicyStore.
+func (s *Store) StatusKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig) (redlimit.PolicyDecision, error) {
+	e, now, r, err := s.keyed(ctx, k, &known, keyStatus, 1, 0)
+	if err != nil {
+		return redlimit.PolicyDecision{}, err
+	}
+	d, err := e.decision(now, r)
+	d.At = time.Time{} // nothing granted
+	return d, err
+}
+
+// CancelKey implements redlimit.PolicyStore.
+func (s *Store) CancelKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, at time.Time, n int64) (int64, error) {
+	_, _, r, err := s.keyed(ctx, k, &known, keyCancel, n, at.UnixMicro())
+	return handedBack(r, err)
+}
+
+// ReleaseKey implements redlimit.PolicyStore.
+func (s *Store) ReleaseKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, n int64) (int64, error) {
+	_, _, r, err := s.keyed(ctx, k, &known, keyRelease, n, -1)
+	return handedBack(r, err)
+}
+
+func handedBack(r []int64, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	if len(r) != 1 || r[0] < 0 {
+		return 0, fmt.Errorf("%w: keyed hand-back reply %v", redlimit.ErrCorrupt, r)
+	}
+	return r[0], nil
+}

@@ -1,0 +1,239 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clock"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/memstore"
+	"github.com/redlimit/redlimit/redisstore"
+	"github.com/redlimit/redlimit/storetest"
+)
+
+var (
+	policyTraces = flag.Int("policy.traces", 150, "random traces in TestPolicyDifferential")
+	policySeed   = flag.Uint64("policy.seed", 0, "first seed of TestPolicyDifferential (0: from the time)")
+	policyLog    = flag.Bool("policy.log", false, "log every call of TestPolicyDifferential")
+)
+
+// newPolicyStore is newStore, closed at the test's end (its policy
+// subscription).
+func newPolicyStore(t *testing.T, rdb redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
+	t.Helper()
+	s := newStore(t, rdb, opts...)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// randomPolicy returns 1..3 limits of random algorithms.
+func randomPolicy(rng *rand.Rand) []redlimit.Config {
+	algs := redlimit.Algorithms
+	n := 1 + rng.IntN(3)
+	if rng.IntN(4) == 0 {
+		n = 1
+	}
+	limits := make([]redlimit.Config, n)
+	for i := range limits {
+		rate := 1 + rng.Int64N(8)
+		interval := time.Duration(1+rng.IntN(40)) * 5 * time.Millisecond
+		c := redlimit.PerInterval(rate, interval).WithAlgorithm(algs[rng.IntN(len(algs))])
+		switch c.Algorithm {
+		case redlimit.TokenBucket:
+			c.Burst = 1 + rng.Int64N(10)
+		case redlimit.LeakyBucket:
+			c.Capacity = 1 + rng.Int64N(10)
+		}
+		limits[i] = c
+	}
+	return limits
+}
+
+// sameDecision compares two stores' decisions, all but the policy's epoch.
+func sameDecision(a, b redlimit.PolicyDecision) bool {
+	a.Policy.Epoch, b.Policy.Epoch = 0, 0
+	return fmt.Sprint(a) == fmt.Sprint(b)
+}
+
+// sameErr: both nil, or both of the same redlimit kind.
+func sameErr(a, b error) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	for _, kind := range []error{redlimit.ErrInvalidArgument, redlimit.ErrNotInitialized, redlimit.ErrUnavailable, redlimit.ErrCorrupt} {
+		if errors.Is(a, kind) != errors.Is(b, kind) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPolicyDifferential runs random traces of keyed multi-limit calls
+// (mixed algorithms, waits, reservations cancelled, releases, reads,
+// policy changes keeping or resetting the keys' states, time steps on one
+// injected clock) through the memory store (algorithm.AcquireAll and each
+// algorithm's Go rules) and Redis (policy.lua and each algorithm's Lua),
+// and requires the same answer to every call.
+func TestPolicyDifferential(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	seed := *policySeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seeds %d..%d (rerun one with -policy.seed=N -policy.traces=1)", seed, seed+uint64(*policyTraces)-1)
+	var granted, refused, reserved, full, cancelled, released, changed, multiRefused int
+	ctx := context.Background()
+	for i := 0; i < *policyTraces; i++ {
+		s := seed + uint64(i)
+		rng := rand.New(rand.NewPCG(s, 0x9011c7))
+		clk := clock.NewFake(storetest.T0.Add(time.Duration(rng.Int64N(int64(time.Second)))))
+		red := newPolicyStore(t, rdb, redisstore.WithTimeSource(clk), redisstore.WithPolicyMaxAge(time.Hour))
+		mem := memstore.New(memstore.WithTimeSource(clk))
+		stores := []redlimit.PolicyStore{mem, red}
+		limits := randomPolicy(rng)
+		var known [2]redlimit.PolicyConfig
+		for j, st := range stores {
+			p, _, err := st.SetPolicy(ctx, "p", redlimit.PolicyConfig{Limits: limits}, redlimit.SetIfAbsent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			known[j] = p
+		}
+		keys := []string{"k0", "k1", "k2"}
+		type resv struct {
+			key string
+			at  time.Time
+			n   int64
+		}
+		var resvs []resv
+		fail := func(op string, a, b any) {
+			t.Helper()
+			t.Fatalf("seed %d, %s on %v:\nmemory %+v\nredis  %+v", s, op, limits, a, b)
+		}
+		for op := 0; op < 80; op++ {
+			key := redlimit.PolicyKey{Policy: "p", Key: keys[rng.IntN(len(keys))]}
+			if *policyLog {
+				t.Logf("%v %s", clk.Now().Sub(storetest.T0), key.Key)
+			}
+			switch x := rng.IntN(20); {
+			case x < 12:
+				n := int64(1)
+				if rng.IntN(3) == 0 {
+					n = 1 + rng.Int64N(4)
+				}
+				wait := time.Duration(0)
+				switch rng.IntN(4) {
+				case 0:
+					wait = time.Duration(rng.IntN(60)) * time.Millisecond
+				case 1:
+					wait = -1
+				}
+				if n > known[0].MaxPermits() {
+					// Refused before any state is read by the Redis
+					// store, after it by the memory store: a key of its own.
+					key.Key = "too-many"
+				}
+				var ds [2]redlimit.PolicyDecision
+				var errs [2]error
+				for j, st := range stores {
+					ds[j], errs[j] = st.AcquireKey(ctx, key, known[j], n, wait)
+				}
+				if *policyLog {
+					t.Logf("  acquire %d wait %v: %+v %v", n, wait, ds[0], errs[0])
+					t.Logf("  state %q", rdb.Get(ctx, red.Prefix()+"{p:"+key.Key+"}:k").Val())
+				}
+				if !sameErr(errs[0], errs[1]) || errs[0] == nil && !sameDecision(ds[0], ds[1]) {
+					fail(fmt.Sprintf("acquire %d wait %v", n, wait), fmt.Sprint(ds[0], errs[0]), fmt.Sprint(ds[1], errs[1]))
+				}
+				switch d := ds[0]; {
+				case errs[0] != nil:
+				case d.Granted && d.Wait > 0:
+					reserved++
+					resvs = append(resvs, resv{key.Key, d.At, n})
+				case d.Granted:
+					granted++
+				case d.Full:
+					full++
+				default:
+					refused++
+					if len(d.Limits) > 1 {
+						multiRefused++
+					}
+				}
+			case x < 14:
+				var ds [2]redlimit.PolicyDecision
+				var errs [2]error
+				for j, st := range stores {
+					ds[j], errs[j] = st.StatusKey(ctx, key, known[j])
+				}
+				if !sameErr(errs[0], errs[1]) || errs[0] == nil && !sameDecision(ds[0], ds[1]) {
+					fail("status", fmt.Sprint(ds[0], errs[0]), fmt.Sprint(ds[1], errs[1]))
+				}
+			case x < 15 && len(resvs) > 0:
+				k := rng.IntN(len(resvs))
+				r := resvs[k]
+				resvs = append(resvs[:k], resvs[k+1:]...)
+				var got [2]int64
+				var errs [2]error
+				for j, st := range stores {
+					got[j], errs[j] = st.CancelKey(ctx, redlimit.PolicyKey{Policy: "p", Key: r.key}, known[j], r.at, r.n)
+				}
+				if got[0] != got[1] || !sameErr(errs[0], errs[1]) {
+					fail("cancel", fmt.Sprint(got[0], errs[0]), fmt.Sprint(got[1], errs[1]))
+				}
+				if got[0] > 0 {
+					cancelled++
+				}
+			case x < 16:
+				n := 1 + rng.Int64N(3)
+				var got [2]int64
+				var errs [2]error
+				for j, st := range stores {
+					got[j], errs[j] = st.ReleaseKey(ctx, key, known[j], n)
+				}
+				if got[0] != got[1] || !sameErr(errs[0], errs[1]) {
+					fail("release", fmt.Sprint(got[0], errs[0]), fmt.Sprint(got[1], errs[1]))
+				}
+				if got[0] > 0 {
+					released++
+				}
+			case x < 17 && rng.IntN(3) == 0:
+				how := redlimit.SetKeepState
+				if rng.IntN(3) == 0 {
+					how = redlimit.SetResetState
+				}
+				limits = randomPolicy(rng)
+				for j, st := range stores {
+					p, _, err := st.SetPolicy(ctx, "p", redlimit.PolicyConfig{Limits: limits}, how)
+					if err != nil {
+						t.Fatal(err)
+					}
+					known[j] = p
+				}
+				if *policyLog {
+					t.Logf("  set %v %v", how, limits)
+				}
+				if known[0].Version != known[1].Version || !known[0].Since.Equal(known[1].Since) {
+					fail("set", known[0], known[1])
+				}
+				resvs = nil
+				changed++
+			default:
+				clk.Advance(time.Duration(rng.Int64N(int64(30 * time.Millisecond))))
+			}
+		}
+	}
+	t.Logf("%d traces, every answer identical: %d granted, %d reserved, %d refused (%d by several limits), %d full, %d cancelled, %d released, %d policy changes",
+		*policyTraces, granted, reserved, refused, multiRefused, full, cancelled, released, changed)
+	if granted == 0 || reserved == 0 || refused == 0 || multiRefused == 0 || full == 0 || cancelled == 0 || released == 0 || changed == 0 {
+		t.Fatal("traces missed a kind of answer")
+	}
+}

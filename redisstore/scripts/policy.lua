@@ -1,0 +1,227 @@
+-- policy.lua: the calls of a keyed policy (redlimit.PolicyStore) on one
+-- key, every limit of the policy in one run. It is part of the limiter
+-- library (after limiter.lua, whose parse it uses) and runs each limit by
+-- its algorithm's file, as a limiter's state: a request is granted only if
+-- every limit grants it, then charged to all of them; a refusal charges
+-- none (algorithm.AcquireAll). The policy's config lives in another slot
+-- (policyconfig.lua), so the client sends the one it knows with each call.
+--
+-- KEYS[1] the key's state, PREFIX{POLICY:KEY}:k, a string with a TTL:
+--   "EPOCH VERSION|STATE1|STATE2|..." (epoch and version in base 36), one
+--   state per limit, "" when empty, else a letter naming the algorithm
+--   then its state as prelude.lua writes it (without the "u" mark). The
+--   state is that of the policy's version VERSION. It expires when its
+--   last limit counts as empty.
+-- KEYS[1+i] limit i's sliding-log list, PREFIX{POLICY:KEY}:kI (TTL too)
+-- ARGV[1] now in µs, or "" to read Redis TIME
+-- ARGV[2] op: "acquire" | "cancel" | "release" | "status"
+-- ARGV[3] permits; ARGV[4] acquire: the maximum wait in µs (-1: no bound),
+--   cancel: the reservation's instant in µs
+-- ARGV[5] the policy's epoch, ARGV[6] its version (both base 36), ARGV[7]
+--   the instant its limits took effect (µs, 0: unknown), ARGV[8] "1" when
+--   the client has just read the policy from Redis (a state of another
+--   epoch is then gone, whatever its version)
+-- ARGV[9..] the limits, one config each (limiter.lua's form)
+--
+-- Reply: an array {now (µs), flag, ...}:
+--   flag -4: stale: the key's state was written under a newer version of
+--            the policy than the one sent; the client reads it again
+--   flag -3: the key holds what redlimit did not write; -2: permits exceed
+--            what a limit can grant at once
+--   flag 0: acquire and status: granted (1/0), full (1/0), the index of the
+--            refusing limit (1-based, 0: none), wait (µs), then per limit
+--            remaining, reset-after (µs), wait (µs);
+--           cancel and release: the fewest permits a limit handed back
+
+-- policyCodes names each algorithm's state in the key by a letter.
+local policyCodes = {['sliding-log'] = 'l', ['fixed-window'] = 'f', ['sliding-counter'] = 'c',
+  ['token-bucket'] = 't', ['leaky-bucket'] = 'q'}
+
+-- policy_call runs op on limit c and returns its reply: code, value, wait (µs).
+local function policy_call(c, op, n, a)
+  local out = {}
+  c.out = out
+  local S = c.S
+  local now, expiry = later(c.now, S.Last or 0), S.Expiry or 0
+  c.now, c.forgotten = now, expiry ~= 0 and now >= expiry
+  if a > 0 then a = floor(a / c.unit) end
+  if op == 'available' then c.impl.available(c, S) else c.impl[op](c, S, n, a) end
+  return out[1], out[2], out[3]
+end
+
+local function policy_serve(keys, argv, start, injected, res)
+  local op, n, arg = argv[2], tonumber(argv[3]), tonumber(argv[4])
+  local epoch, versionText, since = argv[5], argv[6], tonumber(argv[7])
+  local version = tonumber(versionText, 36)
+  local L = #argv - 8
+  local olds, convert
+  local raw = redis.call('GET', keys[1])
+  if raw then
+    local e, v, rest = string.match(raw, '^(%w+) (%w+)|(.*)$')
+    local sv = v and tonumber(v, 36)
+    if sv then
+      if sv > version and (e == epoch or argv[8] ~= '1') then
+        res[2], res[3] = -4, sv
+        return
+      end
+      if e == epoch then
+        -- A state of an older version is made the new one's (a limit
+        -- whose algorithm changed starts empty) and written, even by a
+        -- status: as the Go store keeps it.
+        convert = sv ~= version
+        olds = {}
+        for st in string.gmatch(rest .. '|', '([^|]*)|') do olds[#olds + 1] = st end
+      end
+    end
+  end
+  local cs = {}
+  for i = 1, L do
+    local text = argv[8 + i]
+    local p = parsed[text]
+    if p == nil then
+      p = parse(text)
+      if parsedCount == 256 then parsed, parsedCount = {}, 0 end
+      parsed[text], parsedCount = p, parsedCount + 1
+    end
+    if not p then error('unreadable limit') end
+    local impl = p.impl
+    local unit = impl.unit
+    local name = string.match(text, '^%S+')
+    local c = {impl = impl, unit = unit, code = policyCodes[name] or name, now = floor(start / unit),
+      rate = p.rate, interval = p.interval * 1000 / unit, burst = p.burst, capacity = p.capacity,
+      most = p.most, since = since, listKey = keys[1 + i], dirty = false, forgotten = false}
+    if impl.open then impl.open(c) end
+    local S
+    local old = olds and olds[i]
+    if old and old ~= '' then
+      local code, rest = string.match(old, '^(%a+)(.*)$')
+      if code == c.code then
+        if unit == 1 then rest = 'u ' .. rest end
+        S = decode_state(impl, rest, nil, {})
+      end
+    end
+    if not S and impl.list and redis.call('EXISTS', c.listKey) == 1 then
+      redis.call('DEL', c.listKey) -- a list whose state is gone
+    end
+    c.S = S or {}
+    if op == 'acquire' and n > c.most then
+      res[2] = -2
+      return
+    end
+    cs[i] = c
+  end
+
+  if op == 'acquire' or op == 'status' then
+    local granted, full, refused, wait = 1, 0, 0, 0
+    local rem, waits = {}, {}
+    if op == 'status' then
+      for i, c in ipairs(cs) do
+        local _, v = policy_call(c, 'available', 1, 0)
+        rem[i], waits[i] = v, 0
+        if v < 1 then granted = 0 end
+      end
+    elseif L == 1 then
+      -- A single limit is its algorithm's acquire, reservations and all.
+      local c = cs[1]
+      local code, v, w = policy_call(c, 'acquire', n, arg)
+      rem[1], waits[1], wait = v, w, w
+      if code ~= 1 then
+        granted, refused = 0, 1
+        if code == 2 and arg ~= 0 then full = 1 end
+      end
+    else
+      -- Every limit is asked first without a change (c.probe), in order;
+      -- the one that would make the request wait longest refuses it (the
+      -- first of equals, a full queue before any wait).
+      for i, c in ipairs(cs) do
+        c.probe = true
+        local code, _, w = policy_call(c, 'acquire', n, -1)
+        c.probe = nil
+        if code == 2 then
+          if full == 0 or w > wait then refused = i end
+          granted, full = 0, 1
+        elseif w > 0 and full == 0 and (refused == 0 or w > wait) then
+          granted, refused = 0, i
+        end
+        wait = later(wait, w)
+        local _, v = policy_call(c, 'available', 1, 0)
+        rem[i], waits[i] = v, w
+      end
+      if granted == 1 then
+        wait = 0
+        for i, c in ipairs(cs) do
+          local _, v, w = policy_call(c, 'acquire', n, 0)
+          rem[i], waits[i] = v, w
+        end
+      end
+    end
+    res[3], res[4], res[5], res[6] = granted, full, refused, wait
+    for i, c in ipairs(cs) do
+      local k, reset = #res, 0
+      local e = c.S.Expiry
+      if e then reset = later(e * c.unit - start, 0) end
+      res[k + 1], res[k + 2], res[k + 3] = rem[i], reset, waits[i]
+    end
+  else
+    -- cancel, release: the fewest a limit handed back.
+    local least
+    for _, c in ipairs(cs) do
+      local a = arg
+      if op == 'release' then a = -1 end
+      local _, got = policy_call(c, op, n, a)
+      if not least or got < least then least = got end
+    end
+    res[3] = least or 0
+  end
+
+  -- Written once, if anything changed, with the TTL of its latest limit.
+  local dirty = convert
+  for _, c in ipairs(cs) do
+    if c.impl.finish then c.impl.finish(c) end
+    if c.dirty then dirty = true end
+  end
+  if not dirty then return end
+  local parts, last = {}, 0
+  for i, c in ipairs(cs) do
+    local S = c.S
+    if S.Expiry then
+      local st = encode_state(c.impl, c, S)
+      if c.unit == 1 then st = string.sub(st, 3) end -- the "u" mark: the letter says it
+      parts[i] = c.code .. st
+      local e = S.Expiry * c.unit
+      if e > last then last = e end
+      if c.impl.list then
+        redis.call('PEXPIRE', c.listKey, later(ceildiv(e - start, 1000), 1) + (injected and 60000 or 0))
+      end
+    else
+      parts[i] = ''
+    end
+  end
+  if last == 0 then
+    if raw then redis.call('DEL', keys[1]) end
+    return
+  end
+  -- With a caller's clock Redis still expires keys by its own, so keep
+  -- them a minute longer (the states' expiries decide when they count).
+  local ttl = later(ceildiv(last - start, 1000), 1)
+  if injected then ttl = ttl + 60000 end
+  redis.call('SET', keys[1], epoch .. ' ' .. versionText .. '|' .. table.concat(parts, '|'), 'PX', ttl)
+end
+
+-- policy_main serves one keyed call; registered beside main.
+local function policy_main(keys, argv)
+  if not floor then floor, fmt = math.floor, string.format end
+  local injected = argv[1] ~= ''
+  local start
+  if injected then
+    start = tonumber(argv[1])
+  else
+    local t = redis.call('TIME')
+    start = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  local res = {start, 0}
+  if not pcall(policy_serve, keys, argv, start, injected, res) then
+    return {start, -3}
+  end
+  return res
+end

@@ -62,7 +62,7 @@ func allKeys(t *testing.T, rdb redis.UniversalClient, prefix string) []string {
 func TestPolicyCluster(t *testing.T) {
 	rdb := policyCluster(t)
 	ctx := context.Background()
-	s := newPolicyStore(t, rdb)
+	s := newStore(t, rdb)
 	const keys = 10_000
 	fill := func(name string, every time.Duration) {
 		t.Helper()
@@ -180,7 +180,7 @@ func TestPolicySetLimitsSpreads(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb := tc.rdb(t)
 			ctx := context.Background()
-			a := newPolicyStore(t, rdb)
+			a := newStore(t, rdb)
 			b, err := redisstore.New(rdb, redisstore.WithPrefix(a.Prefix()), redisstore.WithPolicyMaxAge(time.Hour))
 			if err != nil {
 				t.Fatal(err)
@@ -241,7 +241,7 @@ func TestPolicySetLimitsSpreads(t *testing.T) {
 func TestPolicyBadInput(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	s := newPolicyStore(t, rdb)
+	s := newStore(t, rdb)
 	limits := []redlimit.Config{redlimit.PerSecond(3), redlimit.TokenBucketConfig(5, time.Second, 5)}
 	p, _ := redlimit.NewPolicy(s, "bad", limits)
 	before := rdb.Info(ctx, "commandstats").Val()

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redistest"
@@ -24,15 +22,6 @@ var (
 	policySeed   = flag.Uint64("policy.seed", 0, "first seed of TestPolicyDifferential (0: from the time)")
 	policyLog    = flag.Bool("policy.log", false, "log every call of TestPolicyDifferential")
 )
-
-// newPolicyStore is newStore, closed at the test's end (its policy
-// subscription).
-func newPolicyStore(t *testing.T, rdb redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
-	t.Helper()
-	s := newStore(t, rdb, opts...)
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
 
 // randomPolicy returns 1..3 limits of random algorithms.
 func randomPolicy(rng *rand.Rand) []redlimit.Config {
@@ -95,7 +84,7 @@ func TestPolicyDifferential(t *testing.T) {
 		s := seed + uint64(i)
 		rng := rand.New(rand.NewPCG(s, 0x9011c7))
 		clk := clock.NewFake(storetest.T0.Add(time.Duration(rng.Int64N(int64(time.Second)))))
-		red := newPolicyStore(t, rdb, redisstore.WithTimeSource(clk), redisstore.WithPolicyMaxAge(time.Hour))
+		red := newStore(t, rdb, redisstore.WithTimeSource(clk), redisstore.WithPolicyMaxAge(time.Hour))
 		mem := memstore.New(memstore.WithTimeSource(clk))
 		stores := []redlimit.PolicyStore{mem, red}
 		limits := randomPolicy(rng)

@@ -29,6 +29,7 @@ func newStore(t *testing.T, rdb redis.UniversalClient, opts ...redisstore.Option
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = s.Close() }) // a keyed policy's subscription
 	return s
 }
 

@@ -65,3 +65,38 @@ func ExampleOpenURL() {
 	// true <nil>
 	// 10 1s 20 token-bucket <nil>
 }
+
+// A keyed policy on Redis: one rule, stored once, applied to any number of
+// users, each with a state that expires on its own. Two limits at once: a
+// request is granted only if both grant it. Every process that uses the
+// policy sees a SetLimits within its policy max age at most (about one
+// round trip when Redis pub/sub works). Close ends the store's
+// subscription to policy changes.
+func ExampleWithPolicyMaxAge() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	store, err := redisstore.New(rdb, redisstore.WithPolicyMaxAge(500*time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	api, err := redlimit.NewPolicy(store, "example:api", []redlimit.Config{
+		redlimit.PerSecond(2),                 // a burst of 2 per second
+		redlimit.PerInterval(1000, time.Hour), // and 1000 per hour
+	})
+	if err != nil {
+		panic(err)
+	}
+	for _, user := range []string{"alice", "alice", "alice", "bob"} {
+		r, err := api.Key(user).TryAcquire(ctx, 1)
+		fmt.Println(user, r.Allowed, r.Remaining, err)
+	}
+	_, _ = api.Delete(ctx)
+	// Output:
+	// alice true 1 <nil>
+	// alice true 0 <nil>
+	// alice false 0 <nil>
+	// bob true 1 <nil>
+}

@@ -21,12 +21,14 @@ import (
 //     the instant its limits took effect. The only key of a policy without a
 //     TTL. Written by policyconfig.lua, which publishes the policy's name on
 //     the channel PREFIX + "policy" whenever it changes.
-//   - PREFIX{POLICY:KEY}:k, one string per key holding its state on every
+//   - PREFIX{POLICY%:KEY}, one string per key holding its state on every
 //     limit, with a TTL: it expires once no limit can change an answer
-//     (beside it PREFIX{POLICY:KEY}:kI, limit I's sliding-log list). The
+//     (beside it PREFIX{POLICY%:KEY}I, limit I's sliding-log list). The
 //     hash tag holds the key, so the keys of one policy spread over a
-//     Cluster's slots; POLICY and KEY are escaped ('%', '{', '}', ':') so
-//     that no pair reaches another's keys.
+//     Cluster's slots. POLICY and KEY are escaped as limiter names are
+//     ('%', '{', '}'), so an escaped one never holds "%:": no pair reaches
+//     another's keys, nor a limiter's (whose tags never hold it either).
+//     The names are short on purpose: a key's name is most of its memory.
 //
 // A script touches only its own slot, so each keyed call carries the
 // policy as the client knows it (policy.lua). Clients cache the policy
@@ -74,9 +76,6 @@ func WithPolicyMaxAge(d time.Duration) Option {
 
 var _ redlimit.PolicyStore = (*Store)(nil)
 
-// policyKeyEscaper escapes a policy's name and a key in a key's hash tag.
-var policyKeyEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D", ":", "%3A")
-
 func policyConfigKey(prefix, name string) string {
 	return prefix + "{" + nameEscaper.Replace(name) + "}:policy"
 }
@@ -84,7 +83,7 @@ func policyConfigKey(prefix, name string) string {
 // policyStateKeys returns the KEYS of policy.lua: the key's state and one
 // list per limit.
 func policyStateKeys(prefix string, k redlimit.PolicyKey, limits int) []string {
-	base := prefix + "{" + policyKeyEscaper.Replace(k.Policy) + ":" + policyKeyEscaper.Replace(k.Key) + "}:k"
+	base := prefix + "{" + nameEscaper.Replace(k.Policy) + "%:" + nameEscaper.Replace(k.Key) + "}"
 	keys := make([]string, 1+limits)
 	keys[0] = base
 	for i := 1; i <= limits; i++ {
@@ -312,7 +311,14 @@ func (s *Store) readPolicy(ctx context.Context, name string) (*policyEntry, erro
 	s.subscribe()
 	_, gen := s.pol.get(name)
 	got, err := within(s, ctx, func(ctx context.Context) ([]any, error) {
-		return s.rdb.HMGet(ctx, policyConfigKey(s.prefix, name), "l", "v", "e", "t").Result()
+		key := policyConfigKey(s.prefix, name)
+		if d, ok := s.scripter.(doer); ok {
+			// The Cluster's redirecting client follows MOVED and ASK.
+			r, err := d.Do(ctx, "hmget", key, "l", "v", "e", "t").Result()
+			got, _ := r.([]any)
+			return got, err
+		}
+		return s.rdb.HMGet(ctx, key, "l", "v", "e", "t").Result()
 	})
 	if err != nil {
 		return nil, wrap(err)

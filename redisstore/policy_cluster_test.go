@@ -123,7 +123,7 @@ func TestPolicyCluster(t *testing.T) {
 			configTTL(k)
 			continue
 		}
-		if !strings.HasSuffix(k, ":k") {
+		if !strings.HasSuffix(k, "}") {
 			lists++
 		}
 		if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 || ttl > time.Hour {
@@ -266,7 +266,7 @@ func TestPolicyBadInput(t *testing.T) {
 		t.Fatalf("0 permits: %v", err)
 	}
 	// Foreign data at a key's state: a hash, garbage, a list at the log.
-	state := s.Prefix() + "{bad:k}:k"
+	state := s.Prefix() + "{bad%:k}"
 	for _, write := range []func() error{
 		func() error { return rdb.HSet(ctx, state, "x", "y").Err() },
 		func() error { return rdb.Set(ctx, state, "garbage|||", time.Hour).Err() },
@@ -288,7 +288,7 @@ func TestPolicyBadInput(t *testing.T) {
 	if _, err := p.Key("k").TryAcquire(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.Set(ctx, s.Prefix()+"{bad:k}:k1", "not a list", time.Hour).Err(); err != nil {
+	if err := rdb.Set(ctx, s.Prefix()+"{bad%:k}1", "not a list", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Key("k").TryAcquire(ctx, 1); !errors.Is(err, redlimit.ErrCorrupt) {

@@ -137,7 +137,7 @@ func TestPolicyDifferential(t *testing.T) {
 				}
 				if *policyLog {
 					t.Logf("  acquire %d wait %v: %+v %v", n, wait, ds[0], errs[0])
-					t.Logf("  state %q", rdb.Get(ctx, red.Prefix()+"{p:"+key.Key+"}:k").Val())
+					t.Logf("  state %q", rdb.Get(ctx, red.Prefix()+"{p%:"+key.Key+"}").Val())
 				}
 				if !sameErr(errs[0], errs[1]) || errs[0] == nil && !sameDecision(ds[0], ds[1]) {
 					fail(fmt.Sprintf("acquire %d wait %v", n, wait), fmt.Sprint(ds[0], errs[0]), fmt.Sprint(ds[1], errs[1]))

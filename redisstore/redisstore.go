@@ -15,6 +15,16 @@
 // (PerClient). Keys that hold only state expire on their own once idle long
 // enough that forgetting them changes no answer.
 //
+// Keyed policies (redlimit.Policy; policy.go): PREFIX{POLICY}:policy holds
+// a policy's limits, the only key of a policy without a TTL; each key's
+// state is one string, PREFIX{POLICY%:KEY}, that expires once it can no
+// longer change an answer, and whose hash tag holds the key, so a policy's
+// keys spread over a Cluster's slots. A keyed call is one script run that
+// carries the policy as the client knows it; clients learn of a change by
+// pub/sub, at the latest after WithPolicyMaxAge, and at once on a key
+// whose state was written under a newer version. Close ends the
+// subscription.
+//
 // Time is Redis TIME to the microsecond: the fixed window, the sliding
 // counter and the buckets keep their state in µs (the sliding log in ms, an
 // entry per ms). Their state carries a mark of that encoding: state written

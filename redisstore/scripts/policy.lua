@@ -6,13 +6,14 @@
 -- none (algorithm.AcquireAll). The policy's config lives in another slot
 -- (policyconfig.lua), so the client sends the one it knows with each call.
 --
--- KEYS[1] the key's state, PREFIX{POLICY:KEY}:k, a string with a TTL:
+-- KEYS[1] the key's state, PREFIX{POLICY%:KEY}, a string with a TTL:
 --   "EPOCH VERSION|STATE1|STATE2|..." (epoch and version in base 36), one
 --   state per limit, "" when empty, else a letter naming the algorithm
---   then its state as prelude.lua writes it (without the "u" mark). The
---   state is that of the policy's version VERSION. It expires when its
---   last limit counts as empty.
--- KEYS[1+i] limit i's sliding-log list, PREFIX{POLICY:KEY}:kI (TTL too)
+--   then its state as prelude.lua writes it (without the "u" mark), its
+--   numbers in base 36: a key's memory is mostly its name and this string.
+--   The state is that of the policy's version VERSION. It expires when
+--   its last limit counts as empty.
+-- KEYS[1+i] limit i's sliding-log list, PREFIX{POLICY%:KEY}I (TTL too)
 -- ARGV[1] now in µs, or "" to read Redis TIME
 -- ARGV[2] op: "acquire" | "cancel" | "release" | "status"
 -- ARGV[3] permits; ARGV[4] acquire: the maximum wait in µs (-1: no bound),
@@ -33,9 +34,33 @@
 --            remaining, reset-after (µs), wait (µs);
 --           cancel and release: the fewest permits a limit handed back
 
--- policyCodes names each algorithm's state in the key by a letter.
+-- policyCodes names each algorithm's state in the key by a letter (an
+-- algorithm added to the registry adds its own; one without a letter
+-- keeps no state from one call to the next).
 local policyCodes = {['sliding-log'] = 'l', ['fixed-window'] = 'f', ['sliding-counter'] = 'c',
   ['token-bucket'] = 't', ['leaky-bucket'] = 'q'}
+
+-- policy_to36 writes a whole number in base 36 (lower case, "-" first
+-- when negative); policy_from36 reads one back (tonumber(x, 36) takes no
+-- sign).
+local policyDigits = '0123456789abcdefghijklmnopqrstuvwxyz'
+local function policy_to36(x)
+  local v = tonumber(x)
+  local neg = v < 0
+  if neg then v = -v end
+  local out = ''
+  repeat
+    local d = v % 36
+    out = string.sub(policyDigits, d + 1, d + 1) .. out
+    v = (v - d) / 36
+  until v == 0
+  if neg then out = '-' .. out end
+  return out
+end
+local function policy_from36(x)
+  if string.sub(x, 1, 1) == '-' then return fmt('%d', -tonumber(string.sub(x, 2), 36)) end
+  return fmt('%d', tonumber(x, 36))
+end
 
 -- policy_call runs op on limit c and returns its reply: code, value, wait (µs).
 local function policy_call(c, op, n, a)
@@ -87,15 +112,16 @@ local function policy_serve(keys, argv, start, injected, res)
     local impl = p.impl
     local unit = impl.unit
     local name = string.match(text, '^%S+')
-    local c = {impl = impl, unit = unit, code = policyCodes[name] or name, now = floor(start / unit),
+    local c = {impl = impl, unit = unit, code = policyCodes[name] or '?', now = floor(start / unit),
       rate = p.rate, interval = p.interval * 1000 / unit, burst = p.burst, capacity = p.capacity,
       most = p.most, since = since, listKey = keys[1 + i], dirty = false, forgotten = false}
     if impl.open then impl.open(c) end
     local S
     local old = olds and olds[i]
     if old and old ~= '' then
-      local code, rest = string.match(old, '^(%a+)(.*)$')
-      if code == c.code then
+      local code, rest = string.match(old, '^(.)(.*)$')
+      if code == c.code and code ~= '?' then
+        rest = string.gsub(rest, '[^ ]+', policy_from36)
         if unit == 1 then rest = 'u ' .. rest end
         S = decode_state(impl, rest, nil, {})
       end
@@ -187,7 +213,7 @@ local function policy_serve(keys, argv, start, injected, res)
     if S.Expiry then
       local st = encode_state(c.impl, c, S)
       if c.unit == 1 then st = string.sub(st, 3) end -- the "u" mark: the letter says it
-      parts[i] = c.code .. st
+      parts[i] = c.code .. string.gsub(st, '[^ ]+', policy_to36)
       local e = S.Expiry * c.unit
       if e > last then last = e end
       if c.impl.list then

@@ -17,10 +17,13 @@ import (
 
 // Keyed policies (redlimit.PolicyStore) keep two kinds of keys:
 //
-//   - PREFIX{POLICY}:policy, a hash: the policy's limits, version, epoch and
-//     the instant its limits took effect. The only key of a policy without a
-//     TTL. Written by policyconfig.lua, which publishes the policy's name on
-//     the channel PREFIX + "policy" whenever it changes.
+//   - PREFIX{POLICY}:policy, a hash: the policy's limits, version, epoch,
+//     the instant its limits took effect, and the limits of its last 16
+//     versions (a bucket's state does not repeat the limits it is counted
+//     under: those of the version it was written under, which the client
+//     reads here when the script asks). The only key of a policy without
+//     a TTL. Written by policyconfig.lua, which publishes the policy's
+//     name on the channel PREFIX + "policy" whenever it changes.
 //   - PREFIX{POLICY%:KEY}, one string per key holding its state on every
 //     limit, with a TTL: it expires once no limit can change an answer
 //     (beside it PREFIX{POLICY%:KEY}I, limit I's sliding-log list). The
@@ -201,6 +204,16 @@ func (s *Store) Close() error {
 	return err
 }
 
+// policyEpochs bounds a policy's epochs: nine digits in base 36 (46
+// random bits), as every key's state repeats its policy's epoch, and a
+// key's memory is mostly its name and state.
+const policyEpochs = 101_559_956_668_416 // 36^9
+
+// newPolicyEpoch returns a random epoch for a policy, 1..policyEpochs-1.
+func newPolicyEpoch() int64 {
+	return redlimit.Config{}.WithNewEpoch().Epoch%policyEpochs | 1
+}
+
 // makeEntry checks a policy read from Redis and makes its entry.
 func makeEntry(limits string, version, epoch, since int64) (*policyEntry, error) {
 	parts := strings.Split(limits, ",")
@@ -281,7 +294,7 @@ func (s *Store) SetPolicy(ctx context.Context, name string, p redlimit.PolicyCon
 		return redlimit.PolicyConfig{}, false, err
 	}
 	_, gen := s.pol.get(name)
-	e, set, err := s.setPolicy(ctx, name, how.String(), limits, redlimit.Config{}.WithNewEpoch().Epoch, 0, 0)
+	e, set, err := s.setPolicy(ctx, name, how.String(), limits, newPolicyEpoch(), 0, 0)
 	if err != nil {
 		return redlimit.PolicyConfig{}, false, err
 	}
@@ -381,7 +394,7 @@ func (s *Store) policyFor(ctx context.Context, name string, known *redlimit.Poli
 	}
 	epoch, version, since := known.Epoch, known.Version, int64(0)
 	if epoch == 0 || version == 0 {
-		epoch, version = redlimit.Config{}.WithNewEpoch().Epoch, 1
+		epoch, version = newPolicyEpoch(), 1
 	} else if !known.Since.IsZero() {
 		since = known.Since.UnixMicro()
 	}
@@ -418,8 +431,12 @@ func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit
 	if err := ctx.Err(); err != nil {
 		return nil, 0, nil, err
 	}
+	// oldVersion and old: an older version of the policy and its limits,
+	// which a bucket's state written under it needs (flag -5).
+	oldVersion, old := "", []any(nil)
+	reread := false
 	for attempt := 0; ; attempt++ {
-		e, fresh, err := s.policyFor(ctx, k.Policy, known, attempt > 0)
+		e, fresh, err := s.policyFor(ctx, k.Policy, known, reread)
 		if err != nil {
 			return nil, 0, nil, err
 		}
@@ -434,9 +451,11 @@ func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit
 		if fresh {
 			force = "1"
 		}
-		args := make([]any, 0, 8+len(e.args))
-		args = append(args, s.nowArg(), op, n, arg, e.args[0], e.args[1], e.args[2], force)
+		args := make([]any, 0, 11+len(e.args)+len(old))
+		args = append(args, s.nowArg(), op, n, arg, e.args[0], e.args[1], e.args[2], force, len(e.args)-3)
 		args = append(args, e.args[3:]...)
+		args = append(args, oldVersion)
+		args = append(args, old...)
 		raw, err := s.runPolicy(ctx, policyStateKeys(s.prefix, k, len(e.cfg.Limits)), args)
 		if err != nil {
 			return nil, 0, nil, wrap(err)
@@ -454,8 +473,18 @@ func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit
 		switch nums[1] {
 		case 0:
 			return e, nums[0], nums[2:], nil
+		case -5:
+			if attempt < maxStale && len(nums) == 3 && oldVersion != strconv.FormatInt(nums[2], 36) {
+				oldVersion = strconv.FormatInt(nums[2], 36)
+				if old, err = s.oldLimits(ctx, k.Policy, nums[2]); err != nil {
+					return nil, 0, nil, err
+				}
+				continue
+			}
+			return nil, 0, nil, fmt.Errorf("%w: key %q of policy %q: no limits for its version", redlimit.ErrCorrupt, k.Key, k.Policy)
 		case -4:
 			s.pol.drop(k.Policy, false)
+			reread = true
 			if attempt < maxStale {
 				continue
 			}
@@ -466,6 +495,36 @@ func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit
 			return nil, 0, nil, fmt.Errorf("%w: key %q of policy %q holds what redlimit did not write", redlimit.ErrCorrupt, k.Key, k.Policy)
 		}
 	}
+}
+
+// oldLimits returns the limits of an older version of a policy, as its
+// hash keeps them (policyconfig.lua); none when they are no longer kept.
+func (s *Store) oldLimits(ctx context.Context, name string, version int64) ([]any, error) {
+	text, err := within(s, ctx, func(ctx context.Context) (string, error) {
+		key := policyConfigKey(s.prefix, name)
+		field := "h" + strconv.FormatInt(version, 10)
+		if d, ok := s.scripter.(doer); ok {
+			r, err := d.Do(ctx, "hget", key, field).Result()
+			text, _ := r.(string)
+			return text, err
+		}
+		return s.rdb.HGet(ctx, key, field).Result()
+	})
+	if errors.Is(err, redis.Nil) || err == nil && text == "" {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wrap(err)
+	}
+	parts := strings.Split(text, ",")
+	old := make([]any, len(parts))
+	for i, p := range parts {
+		if _, err := decodeConfig(p); err != nil {
+			return nil, err
+		}
+		old[i] = p
+	}
+	return old, nil
 }
 
 // runPolicy runs policy.lua: as a function of the limiter library where

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -224,5 +225,59 @@ func TestPolicyDifferential(t *testing.T) {
 		*policyTraces, granted, reserved, refused, multiRefused, full, cancelled, released, changed)
 	if granted == 0 || reserved == 0 || refused == 0 || multiRefused == 0 || full == 0 || cancelled == 0 || released == 0 || changed == 0 {
 		t.Fatal("traces missed a kind of answer")
+	}
+}
+
+// TestPolicyBucketAcrossVersions: a bucket's state does not repeat the
+// limits it is counted under (those of its version, kept in the policy's
+// hash): after two changes keeping the states, a key untouched meanwhile
+// is still counted as the memory store counts it.
+func TestPolicyBucketAcrossVersions(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	clk := clock.NewFake(storetest.T0)
+	red := newStore(t, rdb, redisstore.WithTimeSource(clk), redisstore.WithPolicyMaxAge(time.Hour))
+	mem := memstore.New(memstore.WithTimeSource(clk))
+	stores := []redlimit.PolicyStore{mem, red}
+	key := redlimit.PolicyKey{Policy: "b", Key: "k"}
+	steps := [][]redlimit.Config{
+		{redlimit.TokenBucketConfig(10, time.Second, 10), redlimit.LeakyBucketConfig(5, time.Second, 8)},
+		{redlimit.TokenBucketConfig(10, time.Second, 20), redlimit.LeakyBucketConfig(5, time.Second, 9)},
+		{redlimit.TokenBucketConfig(20, time.Second, 20), redlimit.LeakyBucketConfig(7, time.Second, 9)},
+	}
+	var known [2]redlimit.PolicyConfig
+	for i, limits := range steps {
+		for j, st := range stores {
+			p, _, err := st.SetPolicy(ctx, "b", redlimit.PolicyConfig{Limits: limits}, redlimit.SetKeepState)
+			if err != nil {
+				t.Fatal(err)
+			}
+			known[j] = p
+		}
+		if i == 0 {
+			var ds [2]redlimit.PolicyDecision
+			for j, st := range stores {
+				var err error
+				if ds[j], err = st.AcquireKey(ctx, key, known[j], 4, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if state := rdb.Get(ctx, red.Prefix()+"{b%:k}").Val(); strings.Count(state, " ") != 3 {
+				t.Fatalf("state %q: want each bucket's last and owed alone", state)
+			}
+		}
+		clk.Advance(30 * time.Millisecond)
+	}
+	for call := 0; call < 3; call++ {
+		var ds [2]redlimit.PolicyDecision
+		for j, st := range stores {
+			var err error
+			if ds[j], err = st.AcquireKey(ctx, key, known[j], 3, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !sameDecision(ds[0], ds[1]) {
+			t.Fatalf("call %d:\nmemory %+v\nredis  %+v", call, ds[0], ds[1])
+		}
 	}
 }

@@ -22,11 +22,17 @@
 --   the instant its limits took effect (µs, 0: unknown), ARGV[8] "1" when
 --   the client has just read the policy from Redis (a state of another
 --   epoch is then gone, whatever its version)
--- ARGV[9..] the limits, one config each (limiter.lua's form)
+-- ARGV[9] the number of limits L, ARGV[10..9+L] the limits, one config
+--   each (limiter.lua's form); ARGV[10+L] a version of the policy older
+--   than ARGV[6] (base 36, or ""), ARGV[11+L..] its limits as the client
+--   found them (none: it found none)
 --
 -- Reply: an array {now (µs), flag, ...}:
 --   flag -4: stale: the key's state was written under a newer version of
 --            the policy than the one sent; the client reads it again
+--   flag -5: a bucket's state was written under the older version that
+--            follows, whose limits the client sends (ARGV[10+L..]) and asks
+--            again
 --   flag -3: the key holds what redlimit did not write; -2: permits exceed
 --            what a limit can grant at once
 --   flag 0: acquire and status: granted (1/0), full (1/0), the index of the
@@ -39,6 +45,9 @@
 -- keeps no state from one call to the next).
 local policyCodes = {['sliding-log'] = 'l', ['fixed-window'] = 'f', ['sliding-counter'] = 'c',
   ['token-bucket'] = 't', ['leaky-bucket'] = 'q'}
+
+-- policyBuckets: the codes of the algorithms that keep a deficit.
+local policyBuckets = {t = true, q = true}
 
 -- policy_to36 writes a whole number in base 36 (lower case, "-" first
 -- when negative); policy_from36 reads one back (tonumber(x, 36) takes no
@@ -78,12 +87,13 @@ local function policy_serve(keys, argv, start, injected, res)
   local op, n, arg = argv[2], tonumber(argv[3]), tonumber(argv[4])
   local epoch, versionText, since = argv[5], argv[6], tonumber(argv[7])
   local version = tonumber(versionText, 36)
-  local L = #argv - 8
-  local olds, convert
+  local L = tonumber(argv[9])
+  local oldText = argv[10 + L]
+  local olds, convert, sv
   local raw = redis.call('GET', keys[1])
   if raw then
     local e, v, rest = string.match(raw, '^(%w+) (%w+)|(.*)$')
-    local sv = v and tonumber(v, 36)
+    sv = v and tonumber(v, 36)
     if sv then
       if sv > version and (e == epoch or argv[8] ~= '1') then
         res[2], res[3] = -4, sv
@@ -101,7 +111,7 @@ local function policy_serve(keys, argv, start, injected, res)
   end
   local cs = {}
   for i = 1, L do
-    local text = argv[8 + i]
+    local text = argv[9 + i]
     local p = parsed[text]
     if p == nil then
       p = parse(text)
@@ -122,6 +132,30 @@ local function policy_serve(keys, argv, start, injected, res)
       local code, rest = string.match(old, '^(.)(.*)$')
       if code == c.code and code ~= '?' then
         rest = string.gsub(rest, '[^ ]+', policy_from36)
+        if policyBuckets[code] then
+          -- "last owed", the config it was counted under that of the
+          -- state's version; or "last owed scale rate burst queue...".
+          -- The expiry is where the owed drains (deficit_settle).
+          local last, owed, more = string.match(rest, '^(%S+) (%S+)(.*)$')
+          if not last then error('unreadable state') end
+          if more == '' then
+            local q = p
+            if sv ~= version then
+              if not oldText or oldText == '' or tonumber(oldText, 36) ~= sv then
+                res[2], res[3] = -5, sv
+                return
+              end
+              -- The client's copy of that version; none found: the
+              -- current limit stands in.
+              local ot = argv[10 + L + i]
+              q = ot and parse(ot) or p
+              if not q or q.impl ~= impl then q = p end
+            end
+            more = fmt(' %d %d %d', q.interval * 1000, q.rate, q.burst)
+          end
+          local r = tonumber(string.match(more, '^ %S+ (%S+)'))
+          rest = fmt('%s %d %s', last, ceildiv(tonumber(owed), r), owed) .. more
+        end
         if unit == 1 then rest = 'u ' .. rest end
         S = decode_state(impl, rest, nil, {})
       end
@@ -213,6 +247,13 @@ local function policy_serve(keys, argv, start, injected, res)
     if S.Expiry then
       local st = encode_state(c.impl, c, S)
       if c.unit == 1 then st = string.sub(st, 3) end -- the "u" mark: the letter says it
+      if policyBuckets[c.code] then
+        -- Neither the expiry nor, with the queue closed, the config the
+        -- owed is counted under (settled: this version's) is written.
+        local last, owed, more = string.match(st, '^(%S+) %S+ (%S+)(.*)$')
+        if S.Scale == c.interval and S.Rate == c.rate and S.Burst == c.burst and (S.Live or 0) == 0 then more = '' end
+        st = last .. ' ' .. owed .. more
+      end
       parts[i] = c.code .. string.gsub(st, '[^ ]+', policy_to36)
       local e = S.Expiry * c.unit
       if e > last then last = e end

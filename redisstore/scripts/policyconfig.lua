@@ -4,8 +4,10 @@
 -- KEYS[1] the policy hash, PREFIX{name}:policy: field l, its limits (one
 --   config per limit as limiter.lua reads them, joined by ","), v its
 --   version, e its epoch, t the instant (µs) its limits took effect keeping
---   the keys' states (0: unknown). It persists until deleted: the only key
---   of a policy without a TTL.
+--   the keys' states (0: unknown), and hVERSION the limits of each of the
+--   last 16 versions (a key's bucket state is counted under the limits of
+--   the version it was written under, which it does not repeat). It
+--   persists until deleted: the only key of a policy without a TTL.
 -- ARGV[1] how: "if-absent" | "keep" | "reset" | "restore" (as if-absent,
 --   with the epoch, version and instant given: a policy Redis lost, put
 --   back from a client's copy) | "delete"
@@ -39,6 +41,8 @@ elseif cur[1] and how == 'keep' then
     since = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
   end
 end
-redis.call('HSET', KEYS[1], 'l', ARGV[2], 'v', string.format('%d', version), 'e', epoch, 't', since)
+redis.call('HSET', KEYS[1], 'l', ARGV[2], 'v', string.format('%d', version), 'e', epoch, 't', since,
+  string.format('h%d', version), ARGV[2])
+redis.call('HDEL', KEYS[1], string.format('h%d', version - 16))
 redis.call('PUBLISH', ARGV[5], ARGV[6])
 return {1, ARGV[2], version, epoch, since}

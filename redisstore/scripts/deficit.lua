@@ -7,7 +7,9 @@
 --
 -- A call works on a copy, d (Go's d := s.Deficit): deficit_advance fills
 -- it, the call changes it, deficit_settle writes it to the state. A refusal
--- never settles, and so changes nothing. d is made once per limiter (c.d).
+-- never settles, and so changes nothing. d is one table, made on first
+-- use and kept in c (c.d) for every limiter after: deficit_advance sets
+-- each of its fields.
 
 local maxOwed = 2 ^ 53 -- algorithm.maxOwed
 

@@ -62,10 +62,18 @@ end
 -- again). It is emptied when it holds 256. It holds no limiter's state.
 local parsed, parsedCount = {}, 0
 
+-- ctx is the context (prelude.lua) of the limiter being served and
+-- numbers the numbers of its state string (decode_state): one table each,
+-- which load fills anew for every limiter (each field of the context is
+-- set there or by its algorithm's open; what is left of the limiter
+-- before is never read), so that serving a limiter makes no table but its
+-- state. With one call per limiter, as on many keys, tables made per
+-- limiter cost Redis's Lua a large share of the run.
+local ctx, numbers = {}, {}
+
 -- load reads the config and the state of the limiter whose KEYS start
--- after k and whose ARGV start at a, into a new context (prelude.lua). It
--- returns the flag of the reply (0 or 1, or an error: -1, -3), the stored
--- config and the context.
+-- after k and whose ARGV start at a, into ctx. It returns the flag of the
+-- reply (0 or 1, or an error: -1, -3), the stored config and the context.
 local function load(keys, argv, start, k, a)
   local got = redis.call('HMGET', keys[k + 1], 'c', 's', 't')
   local cfg, st = got[1], got[2]
@@ -92,20 +100,22 @@ local function load(keys, argv, start, k, a)
   local impl = p.impl
   local unit = impl.unit
   local perClient = p.mode == 'per-client'
-  local c = {impl = impl, unit = unit, now = floor(start / unit), rate = p.rate,
-    interval = p.interval * 1000 / unit, burst = p.burst, capacity = p.capacity,
-    most = p.most, since = since, perClient = perClient, stateKey = keys[k + 1],
-    listKey = keys[k + 2], dirty = false, forgotten = false}
+  local c = ctx
+  c.impl, c.unit, c.now, c.rate, c.interval = impl, unit, floor(start / unit), p.rate, p.interval * 1000 / unit
+  c.burst, c.capacity, c.most, c.since, c.perClient = p.burst, p.capacity, p.most, since, perClient
+  c.dirty, c.forgotten, c.out = false, false, nil
   if perClient then
     c.stateKey, c.listKey, c.epochText = keys[k + 3], keys[k + 4], p.epochText
     st = redis.call('GET', c.stateKey)
+  else
+    c.stateKey, c.listKey, c.epochText = keys[k + 1], keys[k + 2], nil
   end
   if impl.open then impl.open(c) end
   local S
   if st then
     -- The Overall state always belongs to the config (setconfig.lua drops
     -- it with the epoch); a client's carries its epoch first.
-    S = decode_state(impl, st, c.epochText, {})
+    S = decode_state(impl, st, c.epochText, numbers)
     if not S then
       -- State of another epoch (a reset), or unreadable: it is gone.
       if perClient then redis.call('DEL', c.stateKey) end
@@ -155,7 +165,10 @@ local function serve(keys, argv, start, injected, out, k, a, calls, head)
   if flag == 1 then out[head + 2] = cfg end
   if flag < 0 then return end
   c.out = out
-  local impl, unit, most = c.impl, c.unit, c.most
+  -- Only this loop moves c.now, and the algorithms change c.S's fields,
+  -- never c.S: both are kept here in locals, read on every call.
+  local impl, unit, most, S, now = c.impl, c.unit, c.most, c.S, c.now
+  local tonumber = tonumber -- a global costs a table lookup per use
   for i = a + 2, a - 1 + 3 * calls, 3 do
     local op, n = argv[i], tonumber(argv[i + 1])
     if op == 'acquire' and n > most then
@@ -163,8 +176,8 @@ local function serve(keys, argv, start, injected, out, k, a, calls, head)
     else
       -- Each call starts here: time never runs backwards for a state,
       -- and past its expiry it counts as empty.
-      local S = c.S
-      local now, expiry = later(c.now, S.Last or 0), S.Expiry or 0
+      local last, expiry = S.Last, S.Expiry or 0
+      if last and last > now then now = last end
       c.now, c.forgotten = now, expiry ~= 0 and now >= expiry
       -- A wait or an instant in µs, in the limiter's unit (a wait rounded
       -- down: never longer than the caller allowed).
@@ -175,7 +188,7 @@ local function serve(keys, argv, start, injected, out, k, a, calls, head)
     end
   end
   flush(c, injected)
-  out[head] = c.now * unit
+  out[head] = now * unit
 end
 
 -- main serves one run. The files are loaded both as a script (EVALSHA,

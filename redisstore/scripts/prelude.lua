@@ -12,8 +12,11 @@
 -- and retry-afters are whole ms, still sent and answered in µs. Every value
 -- stays below 2^53, exact as a Lua number (redlimit.MaxCountTimesInterval).
 --
--- The limiter being served is a context table, c, made once per limiter
--- per run and passed to every function explicitly; nothing of one limiter
+-- The limiter being served is a context table, c, passed to every
+-- function explicitly. It is one table that the batch loop's load fills
+-- anew for each limiter in turn (a table made per limiter would cost
+-- Redis's Lua more than many a limiter's rules: its allocation, its
+-- growth field by field, its collection), so nothing of one limiter
 -- outlives its turn. Its fields:
 --   now          the call's instant, in the limiter's unit (never back)
 --   unit         the unit in µs: 1000 (sliding log) or 1
@@ -26,7 +29,8 @@
 --   probe        acquire only answers, changing nothing: code 0 (or 2, a
 --                full queue) and the wait with no bound (policy.lua)
 -- An algorithm may keep more of its own in c (the sliding log its list's
--- tail and head, read once per limiter).
+-- tail and head, read once per limiter): fields its open sets for each
+-- limiter, or that it writes before it reads them (deficit.lua's d).
 --
 -- A state is stored as one string: "last expiry" (instants after the first
 -- are offsets from it) then the algorithm's fields (its encode and decode).
@@ -89,6 +93,7 @@ end
 -- redlimit (no mark where the unit is µs), or unreadable.
 local function decode_state(impl, st, epochText, v)
   local k, i, mark = 0, 0, impl.unit == 1
+  local tonumber = tonumber -- a global costs a table lookup per use
   if epochText then i = -1 end
   for x in string.gmatch(st, '%S+') do
     if i == -1 then
@@ -108,12 +113,13 @@ local function decode_state(impl, st, epochText, v)
   return impl.decode(v, k)
 end
 
--- encode_state is the state as stored (without a client's epoch).
+-- encode_state is the state as stored (without a client's epoch), made
+-- as one string: every string Redis's Lua makes is hashed and collected.
 local function encode_state(impl, c, S)
   local l = S.Last
-  local st = fmt('%d %d', l, S.Expiry - l)
   local own = impl.encode(c, S)
-  if own ~= '' then st = st .. ' ' .. own end
-  if impl.unit == 1 then st = 'u ' .. st end
-  return st
+  local mark = ''
+  if impl.unit == 1 then mark = 'u ' end
+  if own == '' then return fmt('%s%d %d', mark, l, S.Expiry - l) end
+  return fmt('%s%d %d %s', mark, l, S.Expiry - l, own)
 end

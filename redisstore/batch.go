@@ -65,6 +65,24 @@ func newScriptKeySet(names []string) scriptKeySet {
 	return scriptKeySet{names: names, args: args}
 }
 
+// keySetOf is a log's script keys: the store keeps the last ones made,
+// since the runs of one busy limiter follow each other on the same log and
+// would otherwise build the same names every run.
+func (s *Store) keySetOf(key redlimit.Key) scriptKeySet {
+	if last := s.lastKeys.Load(); last != nil && last.key == key {
+		return last.set
+	}
+	last := &lastKeySet{key: key, set: newScriptKeySet(scriptKeys(s.prefix, key.Name, key.Client))}
+	s.lastKeys.Store(last)
+	return last.set
+}
+
+// lastKeySet is the entry of Store.lastKeys: a log and its script keys.
+type lastKeySet struct {
+	key redlimit.Key
+	set scriptKeySet
+}
+
 // lone makes w a work of the one call c.
 func (w *work) lone(c call) {
 	w.one[0] = c
@@ -106,7 +124,7 @@ func (s *Store) runWorks(ctx context.Context, works []*work) {
 	c.cmd = append(c.cmd, fcallName, limiterFunctionName, nk)
 	for _, w := range works {
 		if w.keys.names == nil {
-			w.keys = newScriptKeySet(scriptKeys(s.prefix, w.key.Name, w.key.Client))
+			w.keys = s.keySetOf(w.key)
 		}
 		c.keys = append(c.keys, w.keys.names...)
 		c.cmd = append(c.cmd, w.keys.args...)

@@ -111,6 +111,7 @@ type Store struct {
 	calls      counter
 	runs       counter
 	lastArg    atomic.Pointer[encodedConfig] // see encoded
+	lastKeys   atomic.Pointer[lastKeySet]    // see keySetOf
 	// functionsOff: until then (unix ns) the Lua library runs as a script: this
 	// Redis could not run it as a function (before 7.0, an ACL without FCALL
 	// or FUNCTION LOAD, a proxy that does not pass them). Tried again later.

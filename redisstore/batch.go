@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -130,9 +131,10 @@ func (s *Store) runWorks(ctx context.Context, works []*work) {
 		c.cmd = append(c.cmd, w.keys.args...)
 	}
 	c.cmd = append(c.cmd, s.nowArg())
-	writes := false
+	writes, size := false, 0
 	for _, w := range works {
 		c.cmd = append(c.cmd, w.known.arg, len(w.calls))
+		size += len(w.calls)
 		for _, cl := range w.calls {
 			c.cmd = append(c.cmd, opArgs[cl.op], boxArg(cl.n), boxArg(cl.arg))
 			writes = writes || cl.op != opAvailable
@@ -140,6 +142,12 @@ func (s *Store) runWorks(ctx context.Context, works []*work) {
 	}
 	c.args = c.cmd[3+nk:]
 	s.runs.Add(1)
+	s.runCalls.Add(int64(size))
+	if size > 1 {
+		// Runs of one call, the most common, are the runs less the
+		// others (Stats): they touch no shared counter of their own.
+		s.runSizes[min(bits.Len(uint(size)), RunSizeBuckets)-2].Add(1)
+	}
 	raw, err := s.evalLimiter(ctx, writes, c, works)
 	if err == nil {
 		// Answered: nothing reads c any more.

@@ -126,6 +126,11 @@ type Store struct {
 	hb handBackStats
 	// pol caches keyed policies (policy.go).
 	pol policyCache
+	// runSizes counts the runs of 2 calls or more, by size (Stats.RunSizes
+	// from its second bucket on).
+	runSizes [RunSizeBuckets - 1]atomic.Int64
+	// runCalls is the calls the runs carried (Stats.RunCalls).
+	runCalls counter
 }
 
 var _ redlimit.Store = (*Store)(nil)

@@ -50,7 +50,19 @@ type Stats struct {
 	// too many were in flight): their permits come back when their instant
 	// passes.
 	Abandoned, HandedBack, HandBackFailed int64
+	// RunSizes counts the script runs by how many calls they carried:
+	// RunSizes[i] those of 2^i up to 2^(i+1)-1 calls, the last bucket
+	// those of 2^(RunSizeBuckets-1) or more. It shows how many callers
+	// batching puts in one round trip (metrics adapters export it as a
+	// histogram).
+	RunSizes [RunSizeBuckets]int64
+	// RunCalls is the calls the script runs carried, in all: the sum of
+	// their sizes (RunCalls/ScriptRuns is the mean size).
+	RunCalls int64
 }
+
+// RunSizeBuckets is the number of buckets of Stats.RunSizes.
+const RunSizeBuckets = 8
 
 // Stats reports the store's counters.
 func (s *Store) Stats() Stats {
@@ -58,8 +70,18 @@ func (s *Store) Stats() Stats {
 	if s.cache != nil {
 		local = s.cache.Stats().LocalRefusals
 	}
-	return Stats{Calls: s.calls.Load() + local, LocalRefusals: local, ScriptRuns: s.runs.Load(),
+	st := Stats{Calls: s.calls.Load() + local, LocalRefusals: local, ScriptRuns: s.runs.Load(),
 		Abandoned: s.abandoned(), HandedBack: s.hb.handedBack.Load(), HandBackFailed: s.hb.failed.Load()}
+	// The other buckets are read first: a run counted between the two
+	// reads then shows as a run of one more, never as a negative count.
+	var more int64
+	for i := range s.runSizes {
+		st.RunSizes[i+1] = s.runSizes[i].Load()
+		more += st.RunSizes[i+1]
+	}
+	st.RunSizes[0] = max(0, s.runs.Load()-more)
+	st.RunCalls = s.runCalls.Load()
+	return st
 }
 
 // forget tells the refusal cache that permits of key's log may have been

@@ -117,6 +117,7 @@ func scaled(cfg Config, share float64) Config {
 // degraded answers an acquire whose store failed with err, per the policy.
 func (l *Limiter) degraded(ctx context.Context, n int64, maxWait time.Duration, err error) (Result, error) {
 	if !errors.Is(err, ErrUnavailable) {
+		logFailure(ctx, l.logger, l.clock.Now(), "limiter", l.name, err, "")
 		return Result{}, err
 	}
 	if known := l.knownConfig(); l.fallback != nil && known.Rate > 0 {
@@ -134,13 +135,16 @@ func (l *Limiter) degraded(ctx context.Context, n int64, maxWait time.Duration, 
 		}
 		d, ferr := fb.store.Acquire(fctx, fb.key(), local, n, maxWait)
 		if ferr == nil {
+			logFailure(ctx, l.logger, l.clock.Now(), "limiter", l.name, err, "the fallback store")
 			r, werr := fb.wait(ctx, d, n)
 			r.Degraded = true
 			return r, werr
 		}
 	}
 	if l.policy == FailOpen {
+		logFailure(ctx, l.logger, l.clock.Now(), "limiter", l.name, err, "FailOpen")
 		return Result{Allowed: true, Degraded: true}, nil
 	}
+	logFailure(ctx, l.logger, l.clock.Now(), "limiter", l.name, err, "")
 	return Result{Degraded: true}, err
 }

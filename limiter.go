@@ -58,6 +58,8 @@ type Limiter struct {
 	// overrideBackoff is the wait after the last failure (under
 	// overrideMu).
 	overrideBackoff time.Duration
+	// obs is WithObserver's; nil: none, and nothing is measured.
+	obs Observer
 }
 
 // The wait after a failed WithConfigOverride attempt doubles from
@@ -259,6 +261,8 @@ type Result struct {
 	// Degraded is set when the store could not be reached and the failure
 	// policy (or the fallback store) answered instead.
 	Degraded bool
+	// cached: a refusal cache answered (Decision.Cached), for Observers.
+	cached bool
 	// Limits is each limit's status after the decision, in the policy's
 	// order: what rate-limit headers show. Set by a Policy's calls (one
 	// entry per limit); nil for a Limiter's.
@@ -332,8 +336,13 @@ func WithConfigOverride() Option {
 	return func(l *Limiter) error { l.override = true; return nil }
 }
 
-// WithLogger sets where the Limiter logs what it notices (a stored config
-// other than WithConfig's, an override). The default is slog.Default().
+// WithLogger sets where the Limiter (or the Policy) logs what it notices:
+// a stored config other than WithConfig's and an override (once each, at
+// Warn and Info), and store failures: answers given in the store's place
+// (FailOpen, the fallback store) at Warn, errors handed to callers at Warn
+// (store unavailable) or Error (corrupt data, access denied), at most one
+// line a minute per kind, saying how many were held back. The default is
+// slog.Default().
 func WithLogger(lg *slog.Logger) Option {
 	return func(l *Limiter) error {
 		if lg == nil {
@@ -597,7 +606,10 @@ func (l *Limiter) recheckDrift(stored *Config) {
 // If the same limit is already stored it returns false and no error; if a
 // different one is, it returns false and a *MismatchError (errors.Is
 // ErrConfigMismatch) naming both: Redisson keeps the old config silently.
-func (l *Limiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
+func (l *Limiter) TrySetRate(ctx context.Context, cfg Config) (_ bool, err error) {
+	if l.obs != nil {
+		defer l.observeErr(ctx, OpSet, l.clock.Now(), 0, &err)
+	}
 	c, err := cfg.Normalize()
 	if err != nil {
 		return false, err
@@ -627,7 +639,10 @@ func ResetState() SetOption { return func(m *SetMode) { *m = SetResetState } }
 // carries over); pass ResetState() to start from nothing. A change of
 // algorithm always starts afresh: one algorithm's state means nothing to
 // another.
-func (l *Limiter) SetRate(ctx context.Context, cfg Config, opts ...SetOption) error {
+func (l *Limiter) SetRate(ctx context.Context, cfg Config, opts ...SetOption) (err error) {
+	if l.obs != nil {
+		defer l.observeErr(ctx, OpSet, l.clock.Now(), 0, &err)
+	}
 	c, err := cfg.Normalize()
 	if err != nil {
 		return err
@@ -664,6 +679,9 @@ func (l *Limiter) Config(ctx context.Context) (Config, error) {
 
 // TryAcquire grants n permits now or refuses at once.
 func (l *Limiter) TryAcquire(ctx context.Context, n int64) (Result, error) {
+	if l.obs != nil {
+		return l.observedAcquire(ctx, n, 0, false)
+	}
 	return l.acquire(ctx, n, 0)
 }
 
@@ -675,6 +693,9 @@ func (l *Limiter) TryAcquire(ctx context.Context, n int64) (Result, error) {
 func (l *Limiter) TryAcquireWait(ctx context.Context, n int64, maxWait time.Duration) (Result, error) {
 	if maxWait < 0 {
 		return Result{}, &ArgumentError{Arg: "wait", Value: maxWait.String(), Reason: "must not be negative", Kind: ErrInvalidArgument}
+	}
+	if l.obs != nil {
+		return l.observedAcquire(ctx, n, maxWait, false)
 	}
 	return l.acquire(ctx, n, maxWait)
 }
@@ -699,6 +720,14 @@ func (l *Limiter) TryAcquireWait(ctx context.Context, n int64, maxWait time.Dura
 // Store failures are errors as for every call (ErrUnavailable, ...), unless
 // the failure policy or the fallback store grants.
 func (l *Limiter) Acquire(ctx context.Context, n int64) (Result, error) {
+	if l.obs != nil {
+		return l.observedAcquire(ctx, n, -1, true)
+	}
+	return l.mustAcquire(ctx, n)
+}
+
+// mustAcquire is Acquire.
+func (l *Limiter) mustAcquire(ctx context.Context, n int64) (Result, error) {
 	r, err := l.acquire(ctx, n, -1)
 	if err == nil && !r.Allowed {
 		// A refusal of the fallback store (the stores' own refusals
@@ -753,7 +782,7 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 	// both on the hot path of every call (measure with BenchmarkTryAcquire
 	// in memstore).
 	if !d.Granted {
-		r := Result{Remaining: d.Remaining, RetryAfter: d.Wait}
+		r := Result{Remaining: d.Remaining, RetryAfter: d.Wait, cached: d.Cached}
 		if mustGrant {
 			return r, refusal(ctx, &d, bounded)
 		}
@@ -843,7 +872,10 @@ func (l *Limiter) wait(ctx context.Context, d Decision, n int64) (Result, error)
 // Release may then hand back fewer than held, when the log holds fewer
 // entries made up to that instant. A Release spanning several records
 // makes one store call for each.
-func (l *Limiter) Release(ctx context.Context, n int64) (int64, error) {
+func (l *Limiter) Release(ctx context.Context, n int64) (_ int64, err error) {
+	if l.obs != nil {
+		defer l.observeErr(ctx, OpRelease, l.clock.Now(), n, &err)
+	}
 	if n <= 0 {
 		return 0, &ArgumentError{Arg: "permits", Value: fmt.Sprint(n), Reason: "must be at least 1", Kind: ErrInvalidArgument}
 	}
@@ -883,7 +915,10 @@ func (l *Limiter) Release(ctx context.Context, n int64) (int64, error) {
 }
 
 // AvailablePermits returns how many permits a request could be granted now.
-func (l *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
+func (l *Limiter) AvailablePermits(ctx context.Context) (_ int64, err error) {
+	if l.obs != nil {
+		defer l.observeErr(ctx, OpStatus, l.clock.Now(), 0, &err)
+	}
 	if l.overridePending.Load() {
 		l.applyOverride(ctx)
 	}

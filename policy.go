@@ -39,14 +39,16 @@ type Policy struct {
 	// known is the policy last seen (or NewPolicy's limits), sent with
 	// every call; nil until one is known.
 	known atomic.Pointer[PolicyConfig]
+	// obs is WithObserver's; nil: none.
+	obs Observer
 }
 
 // NewPolicy returns the policy called name in store. limits, when not nil,
 // is the policy it should have: it is sent with every call, so that a
 // store without the policy stores it then (a store that holds one keeps
 // its own; SetLimits changes it). NewPolicy does not touch the store.
-// The options that apply are WithFailurePolicy, WithMaxWait, WithClock and
-// WithLogger.
+// The options that apply are WithFailurePolicy, WithMaxWait, WithClock,
+// WithLogger and WithObserver.
 func NewPolicy(store PolicyStore, name string, limits []Config, opts ...Option) (*Policy, error) {
 	if store == nil {
 		return nil, &ArgumentError{Arg: "store", Reason: "must not be nil", Kind: ErrInvalidArgument}
@@ -63,9 +65,9 @@ func NewPolicy(store PolicyStore, name string, limits []Config, opts ...Option) 
 		}
 	}
 	if l.client != "" || l.wanted.Load() != nil || l.override || l.fallback != nil || l.storeShare != 0 {
-		return nil, &ArgumentError{Arg: "option", Reason: "a Policy takes WithFailurePolicy, WithMaxWait, WithClock and WithLogger only (its limits are NewPolicy's)", Kind: ErrInvalidArgument}
+		return nil, &ArgumentError{Arg: "option", Reason: "a Policy takes WithFailurePolicy, WithMaxWait, WithClock, WithLogger and WithObserver only (its limits are NewPolicy's)", Kind: ErrInvalidArgument}
 	}
-	p := &Policy{store: store, name: name, clock: l.clock, policy: l.policy, maxWait: l.maxWait, logger: l.logger}
+	p := &Policy{store: store, name: name, clock: l.clock, policy: l.policy, maxWait: l.maxWait, logger: l.logger, obs: l.obs}
 	if limits != nil {
 		norm, err := NormalizePolicy(limits)
 		if err != nil {
@@ -106,7 +108,10 @@ func (p *Policy) remember(c *PolicyConfig) {
 // SetLimits stores the policy's limits, replacing any. Keys' states keep
 // counting what they were granted (each limit by its algorithm's rules for
 // a config change; a limit added starts empty), unless ResetState is given.
-func (p *Policy) SetLimits(ctx context.Context, limits []Config, opts ...SetOption) error {
+func (p *Policy) SetLimits(ctx context.Context, limits []Config, opts ...SetOption) (err error) {
+	if p.obs != nil {
+		defer p.observeResult(ctx, OpSet, "", p.clock.Now(), 0, &Result{}, &err)
+	}
 	how := SetKeepState
 	for _, o := range opts {
 		o(&how)
@@ -126,7 +131,10 @@ func (p *Policy) SetLimits(ctx context.Context, limits []Config, opts ...SetOpti
 // TrySetLimits stores the limits only if the policy has none; it reports
 // whether it stored them. A different policy already stored is an
 // ErrConfigMismatch.
-func (p *Policy) TrySetLimits(ctx context.Context, limits []Config) (bool, error) {
+func (p *Policy) TrySetLimits(ctx context.Context, limits []Config) (_ bool, err error) {
+	if p.obs != nil {
+		defer p.observeResult(ctx, OpSet, "", p.clock.Now(), 0, &Result{}, &err)
+	}
 	norm, err := NormalizePolicy(limits)
 	if err != nil {
 		return false, err
@@ -180,6 +188,9 @@ func (k Keyed) pk() PolicyKey { return PolicyKey{Policy: k.p.name, Key: k.key} }
 // TryAcquire grants n permits now on every limit of the policy, or refuses
 // at once (a Result with Allowed false and a nil error).
 func (k Keyed) TryAcquire(ctx context.Context, n int64) (Result, error) {
+	if k.p.obs != nil {
+		return k.observedAcquire(ctx, n, 0)
+	}
 	return k.acquire(ctx, n, 0)
 }
 
@@ -192,6 +203,9 @@ func (k Keyed) TryAcquireWait(ctx context.Context, n int64, maxWait time.Duratio
 	if maxWait < 0 {
 		return Result{}, &ArgumentError{Arg: "wait", Value: maxWait.String(), Reason: "must not be negative", Kind: ErrInvalidArgument}
 	}
+	if k.p.obs != nil {
+		return k.observedAcquire(ctx, n, maxWait)
+	}
 	return k.acquire(ctx, n, maxWait)
 }
 
@@ -200,6 +214,9 @@ func (k Keyed) TryAcquireWait(ctx context.Context, n int64, maxWait time.Duratio
 // *RefusalError matching ErrWouldExceedDeadline or ErrQueueFull when
 // waiting cannot help).
 func (k Keyed) Acquire(ctx context.Context, n int64) (Result, error) {
+	if k.p.obs != nil {
+		return k.observedAcquire(ctx, n, -1)
+	}
 	return k.acquire(ctx, n, -1)
 }
 
@@ -232,8 +249,10 @@ func (k Keyed) acquire(ctx context.Context, n int64, maxWait time.Duration) (Res
 		d, err := p.store.AcquireKey(ctx, k.pk(), p.knownPolicy(), n, wait)
 		if err != nil {
 			if errors.Is(err, ErrUnavailable) && p.policy == FailOpen {
+				logFailure(ctx, p.logger, p.clock.Now(), "policy", p.name, err, "FailOpen")
 				return Result{Allowed: true, Degraded: true}, nil
 			}
+			logFailure(ctx, p.logger, p.clock.Now(), "policy", p.name, err, "")
 			return Result{}, err
 		}
 		p.remember(&d.Policy)
@@ -297,7 +316,10 @@ func (k Keyed) sleep(ctx context.Context, d *PolicyDecision, r Result, n int64) 
 // keys): the store bounds the hand-back by what it counts for the key,
 // whoever was granted it, so release only what this caller was granted
 // and did not use.
-func (k Keyed) Release(ctx context.Context, n int64) (int64, error) {
+func (k Keyed) Release(ctx context.Context, n int64) (_ int64, err error) {
+	if k.p.obs != nil {
+		defer k.p.observeResult(ctx, OpRelease, k.key, k.p.clock.Now(), n, &Result{}, &err)
+	}
 	if err := k.pk().Validate(); err != nil {
 		return 0, err
 	}
@@ -310,7 +332,10 @@ func (k Keyed) Release(ctx context.Context, n int64) (int64, error) {
 // Status returns the key's state on every limit without charging it:
 // Allowed reports whether one permit would be granted now, Remaining and
 // Limits what each limit has left.
-func (k Keyed) Status(ctx context.Context) (Result, error) {
+func (k Keyed) Status(ctx context.Context) (r Result, err error) {
+	if k.p.obs != nil {
+		defer k.p.observeResult(ctx, OpStatus, k.key, k.p.clock.Now(), 0, &r, &err)
+	}
 	if err := k.pk().Validate(); err != nil {
 		return Result{}, err
 	}
@@ -319,7 +344,7 @@ func (k Keyed) Status(ctx context.Context) (Result, error) {
 		return Result{}, err
 	}
 	k.p.remember(&d.Policy)
-	r := policyResult(&d)
+	r = policyResult(&d)
 	r.At = time.Time{}
 	return r, nil
 }

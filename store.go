@@ -111,6 +111,10 @@ type Decision struct {
 	// store may leave it false when maxWait is 0 (no caller of TryAcquire
 	// needs it).
 	Full bool
+	// Cached says that a cache in front of the store answered (a refusal
+	// cache, package refusalcache) without asking the store; Observers
+	// count it (Event.Cached).
+	Cached bool
 }
 
 // maxNameLen is the longest limiter name, in bytes.

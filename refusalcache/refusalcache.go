@@ -228,7 +228,7 @@ func (s *Store) cached(key redlimit.Key, known *redlimit.Config, maxWait time.Du
 		}
 	}
 	s.hits.Add(1)
-	return redlimit.Decision{Wait: left, Now: e.now.Add(at.Sub(e.base)), Config: e.cfg, Full: e.full}, true
+	return redlimit.Decision{Wait: left, Now: e.now.Add(at.Sub(e.base)), Config: e.cfg, Full: e.full, Cached: true}, true
 }
 
 // note records the store's answer d to a call for n permits sent at sent,

@@ -208,6 +208,12 @@ func (d Differential) Trace(t *testing.T, seed uint64, ref, got redlimit.Store, 
 			}
 			learn(name, dr.Config, dg.Config)
 			dr.Config, dg.Config = redlimit.Config{}, redlimit.Config{}
+			// Decision.Cached marks the answers a refusal cache gave:
+			// those its counter counted, and no other.
+			if dr.Cached || d.Local != nil && dg.Cached != hit {
+				fail(step, fmt.Sprintf("acquire(%s/%s) Cached, counted %v", name, client, hit), dr.Cached, dg.Cached)
+			}
+			dr.Cached, dg.Cached = false, false
 			if wait == 0 {
 				// A store may leave Full unset when no wait is
 				// allowed (Decision.Full): memstore does.

@@ -76,7 +76,14 @@ type Observer struct {
 
 	// sets caches the attribute sets of each (name, limit, result) and
 	// (name, op) met: building one per call would cost more than the rest.
-	sets sync.Map // setKey -> metric.MeasurementOption
+	sets sync.Map // setKey -> *attrs
+}
+
+// attrs is one attribute set as the instruments take it: kept in slices,
+// so that passing it costs no allocation per call.
+type attrs struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
 }
 
 var _ redlimit.Observer = (*Observer)(nil)
@@ -131,17 +138,17 @@ type setKey struct {
 	outcome      redlimit.Outcome
 }
 
-func (o *Observer) set(k setKey, attrs func() []attribute.KeyValue) metric.MeasurementOption {
+func (o *Observer) set(k setKey, kvs func() []attribute.KeyValue) *attrs {
 	if v, ok := o.sets.Load(k); ok {
-		return v.(metric.MeasurementOption)
+		return v.(*attrs)
 	}
-	opt := metric.WithAttributeSet(attribute.NewSet(attrs()...))
-	v, _ := o.sets.LoadOrStore(k, opt)
-	return v.(metric.MeasurementOption)
+	opt := metric.WithAttributeSet(attribute.NewSet(kvs()...))
+	v, _ := o.sets.LoadOrStore(k, &attrs{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}})
+	return v.(*attrs)
 }
 
 // decisionSet is the attributes of a decision of e.
-func (o *Observer) decisionSet(e *redlimit.Event) metric.MeasurementOption {
+func (o *Observer) decisionSet(e *redlimit.Event) *attrs {
 	k := setKey{name: e.Name, policy: e.Policy, outcome: e.Outcome}
 	if e.Policy {
 		var alg redlimit.Algorithm
@@ -166,7 +173,7 @@ func (o *Observer) Observe(ctx context.Context, e redlimit.Event) {
 	if asked {
 		o.latency.Record(ctx, e.StoreLatency.Seconds(), o.set(setKey{kind: 1, name: e.Name, extra: op}, func() []attribute.KeyValue {
 			return []attribute.KeyValue{AttrPolicy.String(e.Name), AttrOp.String(op)}
-		}))
+		}).rec...)
 		if o.tracer != nil {
 			o.span(ctx, &e)
 		}
@@ -174,7 +181,7 @@ func (o *Observer) Observe(ctx context.Context, e redlimit.Event) {
 	if e.Outcome == redlimit.OutcomeError && asked {
 		o.errors.Add(ctx, 1, o.set(setKey{kind: 4, name: e.Name, extra: op, limit: e.ErrKind}, func() []attribute.KeyValue {
 			return []attribute.KeyValue{AttrPolicy.String(e.Name), AttrOp.String(op), AttrErrorType.String(e.ErrKind)}
-		}))
+		}).add...)
 	}
 	if e.Op != redlimit.OpAcquire {
 		return
@@ -182,36 +189,51 @@ func (o *Observer) Observe(ctx context.Context, e redlimit.Event) {
 	if e.Cached {
 		o.cached.Add(ctx, 1, o.set(setKey{kind: 3, name: e.Name}, func() []attribute.KeyValue {
 			return []attribute.KeyValue{AttrPolicy.String(e.Name)}
-		}))
+		}).add...)
 	}
 	if e.Degraded {
 		o.degraded.Add(ctx, 1, o.set(setKey{kind: 2, name: e.Name, outcome: e.Outcome}, func() []attribute.KeyValue {
 			return []attribute.KeyValue{AttrPolicy.String(e.Name), AttrResult.String(e.Outcome.String())}
-		}))
+		}).add...)
 	}
-	o.decisions.Add(ctx, 1, o.decisionSet(&e))
+	o.decisions.Add(ctx, 1, o.decisionSet(&e).add...)
 }
 
 // span records the call's store round trip as a span, child of ctx's,
-// from the call's start for its store latency.
+// from the call's start for its store latency. Its attributes are set
+// only on a span that records: a sampler sees none of them.
 func (o *Observer) span(ctx context.Context, e *redlimit.Event) {
+	_, sp := o.tracer.Start(ctx, spanNames[e.Op], trace.WithTimestamp(e.Start), trace.WithSpanKind(trace.SpanKindClient))
+	end := trace.WithTimestamp(e.Start.Add(e.StoreLatency))
+	if !sp.IsRecording() {
+		sp.End(end)
+		return
+	}
 	limit, alg := e.Limit()
-	attrs := []attribute.KeyValue{
+	kvs := []attribute.KeyValue{
 		AttrPolicy.String(e.Name), AttrOp.String(e.Op.String()), AttrResult.String(e.Outcome.String()),
 		AttrLimit.String(limit), AttrAlgorithm.String(string(alg)), AttrPermits.Int64(e.Permits),
 	}
 	if e.Degraded {
-		attrs = append(attrs, AttrDegraded.Bool(true))
+		kvs = append(kvs, AttrDegraded.Bool(true))
 	}
 	if o.keys {
-		attrs = append(attrs, AttrKey.String(e.Key))
+		kvs = append(kvs, AttrKey.String(e.Key))
 	}
-	_, sp := o.tracer.Start(ctx, "redlimit."+e.Op.String(), trace.WithTimestamp(e.Start),
-		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	sp.SetAttributes(kvs...)
 	if e.Outcome == redlimit.OutcomeError {
 		sp.SetAttributes(AttrErrorType.String(e.ErrKind))
 		sp.RecordError(e.Err)
 		sp.SetStatus(codes.Error, e.ErrKind)
 	}
-	sp.End(trace.WithTimestamp(e.Start.Add(e.StoreLatency)))
+	sp.End(end)
 }
+
+// spanNames names a span by its call's op.
+var spanNames = func() map[redlimit.Op]string {
+	m := map[redlimit.Op]string{}
+	for _, op := range []redlimit.Op{redlimit.OpAcquire, redlimit.OpRelease, redlimit.OpStatus, redlimit.OpSet} {
+		m[op] = "redlimit." + op.String()
+	}
+	return m
+}()

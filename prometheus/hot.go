@@ -33,7 +33,12 @@ func newHotKeys(top int) *hotKeys {
 	return &hotKeys{top: top, counts: make(map[hotKey]int64, 4*top)}
 }
 
-// count counts one call for key of name and reports whether key is hot.
+// exemplarEvery is how often a hot key's calls update its exemplar: a
+// series keeps only its last one, and each costs allocations.
+const exemplarEvery = 16
+
+// count counts one call for key of name and reports whether the call is
+// to update the exemplar: every exemplarEvery-th call of a hot key.
 func (h *hotKeys) count(name, key string) bool {
 	k := hotKey{name, key}
 	h.mu.Lock()
@@ -55,7 +60,7 @@ func (h *hotKeys) count(name, key string) bool {
 		h.since = 0
 		h.threshold = h.kth()
 	}
-	return n >= h.threshold
+	return n >= h.threshold && n%exemplarEvery == 0
 }
 
 // kth is the top-th largest count (the least, when fewer are counted).

@@ -37,7 +37,9 @@ type Options struct {
 	// HotKeys, when positive, attaches an exemplar naming the key (a
 	// Policy's key, a Limiter's client ID) to the decisions of the keys
 	// among the HotKeys asked most often, as counted by a bounded
-	// summary (a few times HotKeys entries, whatever the number of keys).
+	// summary (a few times HotKeys entries, whatever the number of keys),
+	// updated every 16th call of such a key (a series keeps only its
+	// last exemplar). The summary takes a lock per call.
 	// Default (0): no exemplars, and no key is looked at.
 	HotKeys int
 }

@@ -105,7 +105,8 @@ type Event struct {
 	Start time.Time
 	// StoreLatency is the time the call spent asking the store (and the
 	// fallback, when one answered): its whole duration less the time it
-	// slept for its turn (Waited).
+	// slept for its turn (Waited). A call whose context ended while it
+	// slept has no Waited: its StoreLatency is its whole duration.
 	StoreLatency time.Duration
 	// Waited is how long an acquire slept for its turn.
 	Waited time.Duration

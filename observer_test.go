@@ -324,3 +324,38 @@ func TestErrorKind(t *testing.T) {
 func BenchmarkObserved(b *testing.B) {
 	benchObserver(b, redlimit.WithObserver(redlimit.ObserverFunc(func(context.Context, redlimit.Event) {})))
 }
+
+// TestStoreCorrupt: data redlimit did not write under a limiter's keys is
+// an error the caller gets, the observer sees as "corrupt", and the log
+// shows at Error: an operator must act, the store is not just away.
+func TestStoreCorrupt(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	s, err := redisstore.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var buf bytes.Buffer
+	rec := &recorder{}
+	l, err := redlimit.New(s, "bad", redlimit.WithConfig(redlimit.PerSecond(5)), redlimit.WithObserver(rec),
+		redlimit.WithLogger(slog.New(slog.NewJSONHandler(&buf, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.TryAcquire(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	logKey := s.Prefix() + "{bad}:log"
+	rdb.Del(ctx, logKey)
+	rdb.HSet(ctx, logKey, "x", "1") // a hash where the sliding log's sorted set belongs
+	if _, err := l.TryAcquire(ctx, 1); !errors.Is(err, redlimit.ErrCorrupt) {
+		t.Fatalf("%v; want ErrCorrupt", err)
+	}
+	if e := rec.one(t); e.Outcome != redlimit.OutcomeError || e.ErrKind != "corrupt" || e.Degraded {
+		t.Errorf("%+v; want a corrupt error, not degraded", e)
+	}
+	if lines := logLines(t, &buf); len(lines) != 1 || lines[0]["level"] != "ERROR" || lines[0]["kind"] != "corrupt" {
+		t.Errorf("log: %v; want one Error line of kind corrupt", lines)
+	}
+}

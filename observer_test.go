@@ -359,3 +359,47 @@ func TestStoreCorrupt(t *testing.T) {
 		t.Errorf("log: %v; want one Error line of kind corrupt", lines)
 	}
 }
+
+// TestPolicyStoreDown: a Policy on a stopped Redis answers by its failure
+// policy as a Limiter does, and its observer and log say so.
+func TestPolicyStoreDown(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	defer rdb.Close()
+	s, err := redisstore.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv.Stop()
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	var buf bytes.Buffer
+	lg := slog.New(slog.NewJSONHandler(&buf, nil))
+	rec := &recorder{}
+	limits := []redlimit.Config{redlimit.PerSecond(5), redlimit.PerMinute(100)}
+	opts := []redlimit.Option{redlimit.WithClock(clk), redlimit.WithLogger(lg), redlimit.WithObserver(rec)}
+	closed, err := redlimit.NewPolicy(s, "down", limits, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, err := redlimit.NewPolicy(s, "down", limits, append(opts, redlimit.WithFailurePolicy(redlimit.FailOpen))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := closed.Key("alice").TryAcquire(ctx, 1); !errors.Is(err, redlimit.ErrUnavailable) {
+		t.Fatalf("fail closed: %v; want ErrUnavailable", err)
+	}
+	if r, err := open.Key("alice").TryAcquire(ctx, 1); err != nil || !r.Allowed || !r.Degraded {
+		t.Fatalf("fail open: %+v %v; want a degraded grant", r, err)
+	}
+	es := rec.take()
+	if len(es) != 2 || es[0].Outcome != redlimit.OutcomeError || es[0].ErrKind != "unavailable" ||
+		es[1].Outcome != redlimit.OutcomeGranted || !es[1].Degraded {
+		t.Errorf("events: %+v; want an unavailable error, then a degraded grant", es)
+	}
+	lines := logLines(t, &buf)
+	if len(lines) != 2 || lines[0]["kind"] != "unavailable" || !strings.Contains(lines[1]["msg"].(string), "FailOpen answered") {
+		t.Errorf("log: %v; want one store error and one degraded answer", lines)
+	}
+}

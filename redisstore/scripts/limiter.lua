@@ -196,16 +196,8 @@ end
 -- (7.0+), as a function library, whose definitions are then made once
 -- instead of on every run.
 local function main(keys, argv)
-  if not floor then floor, fmt = math.floor, string.format end
   local out = {}
-  local injected = argv[1] ~= ''
-  local start
-  if injected then
-    start = tonumber(argv[1])
-  else
-    local t = redis.call('TIME')
-    start = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
+  local start, injected = run_start(argv)
   local k, a = 0, 2
   while a + 1 <= #argv do
     local calls = tonumber(argv[a + 1]) or 0

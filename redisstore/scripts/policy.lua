@@ -277,15 +277,7 @@ end
 
 -- policy_main serves one keyed call; registered beside main.
 local function policy_main(keys, argv)
-  if not floor then floor, fmt = math.floor, string.format end
-  local injected = argv[1] ~= ''
-  local start
-  if injected then
-    start = tonumber(argv[1])
-  else
-    local t = redis.call('TIME')
-    start = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
+  local start, injected = run_start(argv)
   local res = {start, 0}
   if not pcall(policy_serve, keys, argv, start, injected, res) then
     return {start, -3}

@@ -46,6 +46,16 @@ local function str(x) return fmt('%d', x) end
 local function later(a, b) if a > b then return a end return b end
 local function ceildiv(a, b) return floor((a + b - 1) / b) end
 
+-- run_start is a run's instant in microseconds and whether it was
+-- injected: a test's clock passes it as argv[1], else it is Redis TIME.
+-- It also takes the library functions on the first run.
+local function run_start(argv)
+  if not floor then floor, fmt = math.floor, string.format end
+  if argv[1] ~= '' then return tonumber(argv[1]), true end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2]), false
+end
+
 -- algorithms maps an algorithm's name to its rules, each file adding its
 -- own: {unit, most (the config field bounding one request: 'rate', 'burst'
 -- or 'capacity'), list (it keeps a Redis list beside its state), decode(v,

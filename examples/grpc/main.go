@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -97,14 +96,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if c, ok := any(rs).(io.Closer); ok {
-			defer c.Close() // before the client's
-		}
-		ps, ok := any(rs).(redlimit.PolicyStore)
-		if !ok {
-			return errors.New("--redis: this build's redisstore does not keep keyed policies yet")
-		}
-		store = ps
+		defer rs.Close() // before the client's
+		store = rs
 	}
 	perIP, err := redlimit.NewPolicy(store, "grpc-per-ip", lims, redlimit.WithFailurePolicy(redlimit.FailOpen))
 	if err != nil {

@@ -120,11 +120,7 @@ func TestRedis(t *testing.T) {
 	line, err := out.ReadString('\n')
 	if err != nil {
 		cancel()
-		err := <-done
-		if err != nil && strings.Contains(err.Error(), "does not keep keyed policies yet") {
-			t.Skip("redisstore does not implement redlimit.PolicyStore yet")
-		}
-		t.Fatalf("run: %v", err)
+		t.Fatalf("run: %v", <-done)
 	}
 	addr, _, _ := strings.Cut(strings.TrimPrefix(line, "listening on "), ",")
 	callTwice(t, addr)

@@ -152,17 +152,8 @@ func openStore(url string) (redlimit.PolicyStore, func(), error) {
 		rdb.Close()
 		return nil, nil, err
 	}
-	// Keyed policies on Redis arrive with redisstore's PolicyStore.
-	var s any = rs
-	ps, ok := s.(redlimit.PolicyStore)
-	if !ok {
-		rdb.Close()
-		return nil, nil, errors.New("--redis: this redisstore does not implement keyed policies (redlimit.PolicyStore) yet; run without --redis for the memory store")
-	}
-	return ps, func() {
-		if c, ok := s.(io.Closer); ok { // the store's policy subscription
-			c.Close()
-		}
+	return rs, func() {
+		rs.Close() // the store's policy subscription, before the client
 		rdb.Close()
 	}, nil
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/redisstore"
 	"go.uber.org/goleak"
 )
 
@@ -109,17 +108,8 @@ func TestFlagErrors(t *testing.T) {
 	}
 }
 
-// TestRedis runs the server on a real Redis once redisstore keeps keyed
-// policies; until then --redis must say so instead of serving.
+// TestRedis runs the server on a real Redis: its policy is kept there.
 func TestRedis(t *testing.T) {
-	var s any = (*redisstore.Store)(nil)
-	if _, ok := s.(redlimit.PolicyStore); !ok {
-		err := run(context.Background(), []string{"--redis", "redis://127.0.0.1:1/0"}, io.Discard, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), "PolicyStore") {
-			t.Fatalf("--redis without a PolicyStore: %v", err)
-		}
-		return
-	}
 	srv := redistest.Start(t)
 	url := start(t, "--redis", "redis://"+srv.Addr+"/0", "--limit", "1/1m")
 	if resp, _ := get(t, url+"/"); resp.StatusCode != 200 {

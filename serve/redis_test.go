@@ -16,7 +16,6 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/redisstore"
 	"github.com/redlimit/redlimit/serve"
 )
 
@@ -49,7 +48,7 @@ func runOn(t *testing.T, rulesFile, url string) (string, string, error) {
 }
 
 // TestRunOnRedis runs two instances on one real Redis: they share one
-// key's count. Until the Redis store keeps keyed policies, Run says so.
+// key's count; /readyz follows Redis.
 func TestRunOnRedis(t *testing.T) {
 	rs := redistest.Start(t)
 	url := "redis://" + rs.Addr + "/0"
@@ -58,13 +57,6 @@ func TestRunOnRedis(t *testing.T) {
 	rules := "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: hour, requests_per_unit: 3, algorithm: token-bucket}\n"
 	if err := os.WriteFile(file, []byte(rules), 0o600); err != nil {
 		t.Fatal(err)
-	}
-	if _, keyed := any(&redisstore.Store{}).(redlimit.PolicyStore); !keyed {
-		_, _, err := runOn(t, file, url)
-		if !errors.Is(err, serve.ErrNoPolicyStore) {
-			t.Fatalf("Run on a store without keyed policies: %v", err)
-		}
-		return
 	}
 	ga, ha, err := runOn(t, file, url)
 	if err != nil {

@@ -7,33 +7,13 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/clock"
-	"github.com/redlimit/redlimit/redisstore"
 )
-
-// keyedBackends returns the backends whose store keeps keyed policies; a
-// store that does not yet must say so, as TestKeyedUnsupported checks.
-func keyedBackends(t *testing.T) []backend {
-	var out []backend
-	for _, b := range backends(t) {
-		if b.name == "redis" && !redisKeyed() {
-			continue
-		}
-		out = append(out, b)
-	}
-	return out
-}
-
-// redisKeyed reports whether the Redis store keeps keyed policies.
-func redisKeyed() bool {
-	_, ok := any((*redisstore.Store)(nil)).(redlimit.PolicyStore)
-	return ok
-}
 
 // TestKeyedCommands: set-rate --limit stores a policy of several limits;
 // acquire --key charges each key on all of them, refusing with the limit
 // that refused; get shows the limits, and with --key a key's state.
 func TestKeyedCommands(t *testing.T) {
-	for _, b := range keyedBackends(t) {
+	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			runSteps(t, b, []step{
 				{args: []string{"get", "api", "--key", "alice"}, code: 2, stderr: `redlimit get: policy "api" not initialized: run set-rate api --limit RATE/INTERVAL[,algorithm=A][,burst=N][,capacity=N] first` + "\n"},
@@ -89,7 +69,7 @@ func TestKeyedCommands(t *testing.T) {
 // one limit (a reservation) and on several (the latest retry-after, then
 // again), or refuses at once when the permits cannot be had in time.
 func TestKeyedWait(t *testing.T) {
-	for _, b := range keyedBackends(t) {
+	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			runSteps(t, b, []step{
 				{args: []string{"set-rate", "one", "--limit", "1/1s"}, stdout: `set policy "one": 1/1s` + "\n"},
@@ -161,7 +141,7 @@ type limitStatusOut struct {
 
 // TestKeyedJSON: the keyed forms' --json, one object each.
 func TestKeyedJSON(t *testing.T) {
-	for _, b := range keyedBackends(t) {
+	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			jsonCall := func(v any, wantCode int, args ...string) {
 				t.Helper()
@@ -288,22 +268,4 @@ func TestKeyedBadInput(t *testing.T) {
 			t.Errorf("redlimit %q: stderr %q; want %d lines", tc.args, r.stderr, want)
 		}
 	}
-}
-
-// TestKeyedUnsupported: on a store that keeps no keyed policies the keyed
-// forms are a clear error, exit status 2; plain limiters work as ever.
-func TestKeyedUnsupported(t *testing.T) {
-	if redisKeyed() {
-		t.Skip("the Redis store keeps keyed policies")
-	}
-	b := backends(t)[1]
-	const msg = "keyed policies (--limit, --key) are not kept by this store yet, only by the memory store"
-	runSteps(t, b, []step{
-		{args: []string{"set-rate", "x", "--limit", "1/1s"}, code: 2, stderr: "redlimit set-rate: " + msg},
-		{args: []string{"acquire", "x", "--key", "k", "--limit", "1/1s"}, code: 2, stderr: "redlimit acquire: " + msg},
-		{args: []string{"get", "x", "--key", "k"}, code: 2, stderr: "redlimit get: " + msg},
-		{args: []string{"set-rate", "x", "--rate", "1", "--per", "hour"}, stdout: `set "x": 1 per 1h0m0s (sliding-log, overall)` + "\n"},
-		{args: []string{"get", "x"}, stdout: "name:      \"x\"\nconfig:    1 per 1h0m0s (sliding-log, overall)\navailable: 1 permit\n"},
-		{args: []string{"delete", "x"}, stdout: `deleted "x"` + "\n"},
-	})
 }

@@ -69,7 +69,7 @@ func namesAlgorithm(spec string) bool {
 }
 
 // errNoPolicies: the store keeps no keyed policies.
-var errNoPolicies = fmt.Errorf("keyed policies (--limit, --key) are not kept by this store yet, only by the memory store: %w", errors.ErrUnsupported)
+var errNoPolicies = fmt.Errorf("this store keeps no keyed policies (--limit, --key): %w", errors.ErrUnsupported)
 
 // policyStore returns store as a PolicyStore, or errNoPolicies.
 func policyStore(store redlimit.Store) (redlimit.PolicyStore, error) {

@@ -58,11 +58,7 @@ func (c *cli) openStore(sf *storeFlags) (redlimit.Store, func(), error) {
 		return nil, nil, err
 	}
 	return s, func() {
-		// A store that holds resources of its own (a subscription) ends
-		// them before the client goes.
-		if cl, ok := any(s).(interface{ Close() error }); ok {
-			_ = cl.Close()
-		}
+		_ = s.Close() // its policy subscription, before the client
 		_ = rdb.Close()
 	}, nil
 }

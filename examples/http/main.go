@@ -6,7 +6,8 @@
 //
 // `/` answers "hello" within the limits (memory store, or Redis with
 // --redis, so that every instance shares them); `/metrics` serves the
-// Prometheus metrics, unlimited, the middleware's counts among them.
+// Prometheus metrics, unlimited: the middleware's counts and redlimit's
+// own (package redlimitprom: decisions by limit, store latency, errors).
 package main
 
 import (
@@ -31,6 +32,7 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/httplimit"
 	"github.com/redlimit/redlimit/memstore"
+	redlimitprom "github.com/redlimit/redlimit/prometheus"
 	"github.com/redlimit/redlimit/redisstore"
 )
 
@@ -86,8 +88,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeStore()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := redlimitprom.New(redlimitprom.Options{})
+	reg.MustRegister(metrics)
+	if rs, ok := store.(*redisstore.Store); ok {
+		metrics.WatchStore("redis", rs)
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	policy, err := redlimit.NewPolicy(store, *policyName, limits, redlimit.WithLogger(logger))
+	policy, err := redlimit.NewPolicy(store, *policyName, limits, redlimit.WithLogger(logger), redlimit.WithObserver(metrics))
 	if err != nil {
 		return err
 	}
@@ -99,8 +108,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerStats(reg, mw)
 
 	mux := http.NewServeMux()

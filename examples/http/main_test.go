@@ -85,7 +85,7 @@ func TestServer(t *testing.T) {
 			t.Fatalf("/metrics: %d", resp.StatusCode)
 		}
 	}
-	for _, want := range []string{`httplimit_requests_total{result="allowed"} 2`, `httplimit_requests_total{result="refused"} 1`} {
+	for _, want := range []string{`httplimit_requests_total{result="allowed"} 2`, `httplimit_requests_total{result="refused"} 1`, `redlimit_decisions_total{`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,9 @@ type Policy struct {
 	// known is the policy last seen (or NewPolicy's limits), sent with
 	// every call; nil until one is known.
 	known atomic.Pointer[PolicyConfig]
+	// names are the LimitNames of the limits a Result showed last: every
+	// Result of a policy names the same limits, until they change.
+	names atomic.Pointer[limitNames]
 	// obs is WithObserver's; nil: none.
 	obs Observer
 }
@@ -256,7 +260,7 @@ func (k Keyed) acquire(ctx context.Context, n int64, maxWait time.Duration) (Res
 			return Result{}, err
 		}
 		p.remember(&d.Policy)
-		r := policyResult(&d)
+		r := policyResult(&d, p.limitNames(d.Policy.Limits))
 		if d.Granted {
 			if d.Wait <= 0 {
 				return r, nil
@@ -344,7 +348,7 @@ func (k Keyed) Status(ctx context.Context) (r Result, err error) {
 		return Result{}, err
 	}
 	k.p.remember(&d.Policy)
-	r = policyResult(&d)
+	r = policyResult(&d, k.p.limitNames(d.Policy.Limits))
 	r.At = time.Time{}
 	return r, nil
 }
@@ -357,7 +361,28 @@ func (k Keyed) AvailablePermits(ctx context.Context) (int64, error) {
 }
 
 // policyResult turns a store's decision into a Result.
-func policyResult(d *PolicyDecision) Result {
+// limitNames pairs limits with their LimitNames.
+type limitNames struct {
+	limits []Config
+	names  []string
+}
+
+// limitNames returns the LimitName of each of limits, made once for the
+// limits a Result shows until they change rather than on every call.
+func (p *Policy) limitNames(limits []Config) []string {
+	if c := p.names.Load(); c != nil && slices.Equal(c.limits, limits) {
+		return c.names
+	}
+	c := &limitNames{limits: slices.Clone(limits), names: make([]string, len(limits))}
+	for i, l := range limits {
+		c.names[i] = LimitName(l)
+	}
+	p.names.Store(c)
+	return c.names
+}
+
+// policyResult is d as a Result; names are the LimitNames of d's limits.
+func policyResult(d *PolicyDecision, names []string) Result {
 	r := Result{Allowed: d.Granted, Limits: make([]LimitStatus, len(d.Limits))}
 	if d.Granted {
 		r.At, r.Waited = d.At, d.Wait
@@ -366,10 +391,13 @@ func policyResult(d *PolicyDecision) Result {
 	}
 	for i, ls := range d.Limits {
 		var cfg Config
+		var name string
 		if i < len(d.Policy.Limits) {
-			cfg = d.Policy.Limits[i]
+			cfg, name = d.Policy.Limits[i], names[i]
+		} else {
+			name = LimitName(cfg)
 		}
-		st := LimitStatus{Name: LimitName(cfg), Config: cfg, Remaining: ls.Remaining, ResetAfter: ls.ResetAfter, Refused: i == d.Refused}
+		st := LimitStatus{Name: name, Config: cfg, Remaining: ls.Remaining, ResetAfter: ls.ResetAfter, Refused: i == d.Refused}
 		if !d.Granted {
 			st.RetryAfter = ls.Wait
 		}

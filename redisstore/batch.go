@@ -216,6 +216,10 @@ const (
 func (s *Store) newBatcher() *batcher {
 	cfg := batch.Config[redlimit.Key, call, reply]{
 		Run: s.runBatch, HandBack: s.handBackWork,
+		// A hand-back (a Cancel, a Release) whose caller stops waiting
+		// while a busy limiter's calls queue is still made: withdrawn,
+		// it would leave permits held for nobody.
+		Keep:     func(c call) bool { return c.op == opCancel || c.op == opRelease },
 		MaxCalls: maxBatch, MaxWorks: 1,
 		// A client that keeps to a context's deadline gets runs in the
 		// background that end with their most patient caller's.

@@ -467,6 +467,44 @@ func TestCancelInFlightBatched(t *testing.T) {
 	}
 }
 
+// TestCancelHandBackQueued: a waiter's hand-back (Cancel) that queues
+// behind a run in flight on its limiter, and whose caller stops waiting
+// there (as the limiter's bounded hand-back does when thousands of waiters
+// give up at once), is still made: with a waiter in flight given up too,
+// the limiter ends as its twin.
+func TestCancelHandBackQueued(t *testing.T) {
+	srv := redistest.Start(t)
+	p := startProxy(t, srv.Addr)
+	for _, cfg := range cancelConfigs() {
+		clk := clock.NewFake(storetest.T0)
+		c := newInFlightCase(t, p, clk, cfg, "hand-back queued")
+		key := redlimit.Key{Name: c.l.Name(), Client: c.l.ClientID()} // the waiters' lane
+		d, err := c.store.Acquire(c.ctx, key, cfg, 1, -1)
+		if err != nil || !d.Granted || d.Wait <= 0 {
+			t.Fatalf("%s: %+v, %v; want a reservation", c.name, d, err)
+		}
+		p.setHold(true)
+		before := p.sent()
+		c.start(1)
+		p.waitFor(t, "sent the waiter's run", func() bool { return p.acquires > before && len(p.held) == 1 })
+		calls := c.store.Stats().Calls
+		ctx, cancel := context.WithCancel(c.ctx)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := c.store.Cancel(ctx, key, d.Config, d.At, 1)
+			errc <- err
+		}()
+		waitFor(t, "queued the hand-back", func() bool { return c.store.Stats().Calls > calls })
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s: hand-back queued behind a held run: %v; want context.Canceled", c.name, err)
+		}
+		c.cancelAll()
+		p.setHold(false)
+		c.check(1, 0)
+	}
+}
+
 // TestCancelInFlightAlone: the same without batching, 400 waiters per
 // algorithm each in a script run of its own, all done by Redis and their
 // replies held when every waiter gives up.

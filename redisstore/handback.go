@@ -21,7 +21,10 @@ import (
 // back itself (a Cancel, or a Release for a token bucket's immediate grant),
 // in the background: the grants of one run in one script run, within
 // handBackTimeout, at most maxHandBacks at once.
-// Stats counts the calls abandoned and the grants handed back.
+// Stats counts the calls abandoned and the grants handed back. A caller's
+// own hand-back (Cancel, Release) is never dropped either: queued when its
+// caller leaves, it stays queued (batch.go, Keep) and WaitHandBacks waits
+// for it.
 //
 // A call is abandoned where its caller stops waiting for it: in within (a
 // client that does not keep to contexts: guarded, abandonRun), and in a

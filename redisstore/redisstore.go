@@ -38,7 +38,11 @@
 // A caller that gives up (its context ends) while its call is in flight
 // gets its context's error at once, wrapped in redlimit.ErrUnavailable;
 // the call itself is seen through in the background, and if Redis granted
-// it, the store hands the grant back (Stats: Abandoned, HandedBack). With a
+// it, the store hands the grant back (Stats: Abandoned, HandedBack). A
+// hand-back (Cancel, Release) whose caller stops waiting while it is
+// queued behind a busy limiter's runs is still made, in its turn: the
+// limiter's own hand-back of a reservation is bounded in time, and
+// thousands of waiters giving up at once queue that long. With a
 // client that stops at a context's deadline itself (ContextTimeoutEnabled)
 // a reply cut off that way never arrives: the reservation then holds its
 // permits at most until the caller's deadline, which bounded how far ahead

@@ -46,7 +46,11 @@
 // A caller whose context ends before its call's answer gets the context's
 // error at once. What becomes of the call depends on where it is:
 //
-//   - queued (no run has taken it): it is withdrawn, and never run;
+//   - queued (no run has taken it): it is withdrawn, and never run; but
+//     a call that must not be lost (Config.Keep: one that hands permits
+//     back) stays queued and is run in its turn, with no deadline of its
+//     caller's, its result going to Config.HandBack, and Wait waits
+//     until its run is over;
 //   - in a run of the Batcher's, in flight: the run goes on; when it is
 //     over, the call and its result (if the work succeeded) go to
 //     Config.HandBack, so that the store can undo what the call was
@@ -111,10 +115,15 @@ type Config[K comparable, C, R any] struct {
 	// different logs. Run must not keep works after it returns.
 	Run func(ctx context.Context, works []*Work[K, C, R])
 	// HandBack receives, once their run is over, the calls whose callers
-	// left while it was in flight, with their results (only calls of
-	// works that succeeded), on the goroutine that made the run. nil:
-	// such results are dropped.
+	// left while it was in flight (or while they were queued, for those
+	// Keep keeps), with their results (only calls of works that
+	// succeeded), on the goroutine that made the run. nil: such results
+	// are dropped.
 	HandBack func(key K, calls []C, results []R)
+	// Keep reports whether c must be run even if its caller leaves while
+	// it is queued (nil: none): a call that hands permits back, which a
+	// busy log must not turn into permits held for nobody.
+	Keep func(c C) bool
 	// MaxCalls bounds the calls of one work, MaxWorks the works of one
 	// run (1: each log alone), MaxRuns the runs in flight (0: no bound).
 	MaxCalls, MaxWorks, MaxRuns int
@@ -130,6 +139,7 @@ type Config[K comparable, C, R any] struct {
 type Batcher[K comparable, C, R any] struct {
 	run       func(context.Context, []*Work[K, C, R])
 	handBack  func(K, []C, []R)
+	keep      func(C) bool
 	maxCalls  int
 	deadlines bool
 	patience  time.Duration
@@ -162,13 +172,14 @@ const (
 	evInline event = iota
 	evQueued
 	evWithdrawn
+	evKept    // a call whose caller left while it was queued, kept (Keep)
 	evRunOver // a run is over and its logs finished (c: zero)
 )
 
 // New returns a Batcher making runs with cfg.Run.
 func New[K comparable, C, R any](cfg Config[K, C, R]) *Batcher[K, C, R] {
 	b := &Batcher[K, C, R]{
-		run: cfg.Run, handBack: cfg.HandBack, deadlines: cfg.Deadlines,
+		run: cfg.Run, handBack: cfg.HandBack, keep: cfg.Keep, deadlines: cfg.Deadlines,
 		maxCalls: cfg.MaxCalls, maxWorks: cfg.MaxWorks, maxRuns: max(cfg.MaxRuns, 0),
 		patience: cfg.Patience, slack: cfg.Slack,
 		logs: map[K]*log[K, C, R]{},
@@ -277,7 +288,20 @@ func (b *Batcher[K, C, R]) Do(ctx context.Context, key K, c C) (R, error) {
 	case <-ctx.Done():
 	}
 	b.mu.Lock()
-	if i := slices.Index(lg.queue, p); i >= 0 {
+	if i := slices.Index(lg.queue, p); i >= 0 && b.keep != nil && b.keep(c) {
+		// Still queued, and to be run all the same: left to the run,
+		// which lasts as its other callers' or Patience (the deadline
+		// that just passed is no longer anybody's).
+		p.deadline = time.Time{}
+		p.state.Store(abandoned)
+		b.settling.Add()
+		if b.hook != nil {
+			b.hook(evKept, key, c)
+		}
+		b.mu.Unlock()
+		var zero R
+		return zero, ctx.Err()
+	} else if i >= 0 {
 		// Still queued: withdrawn.
 		lg.queue = slices.Delete(lg.queue, i, i+1)
 		if len(lg.queue) == 0 && !lg.busy {

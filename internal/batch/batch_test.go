@@ -61,7 +61,7 @@ func newHarness(t *testing.T, cfg Config[string, int, int]) *harness {
 			}
 			return
 		}
-		h.events <- fmt.Sprint([...]string{"inline", "queued", "withdrawn"}[ev], " ", key, " ", c)
+		h.events <- fmt.Sprint([...]string{"inline", "queued", "withdrawn", "kept"}[ev], " ", key, " ", c)
 	}
 	return h
 }
@@ -323,6 +323,57 @@ func TestCancelQueued(t *testing.T) {
 	h.idle()
 	if n := h.b.Abandoned(); n != 0 || len(h.backs) != 0 {
 		t.Fatalf("withdrawn calls: %d abandoned, handed back %v", n, h.backs)
+	}
+}
+
+// TestCancelQueuedKept: a call that Keep keeps (a hand-back) is not
+// withdrawn when its caller leaves while it is queued, even with its
+// deadline passed: it runs in its turn, in a run whose context its
+// passed deadline does not end, its result goes to HandBack, and Wait
+// waits until then. Another call of the same queue is withdrawn.
+func TestCancelQueuedKept(t *testing.T) {
+	h := newHarness(t, Config[string, int, int]{MaxRuns: 1, Deadlines: true, Patience: time.Hour, Slack: time.Nanosecond,
+		Keep: func(c int) bool { return c < 0 }})
+	ctx := context.Background()
+	a0, r0 := h.inline(ctx, "a", 0)
+	expired, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	a1 := h.do(expired, "a", -1)
+	h.expect("queued a -1")
+	h.expect("kept a -1")
+	if a := <-a1; !errors.Is(a.err, context.DeadlineExceeded) {
+		t.Fatalf("answer %d, %v; want context.DeadlineExceeded", a.r, a.err)
+	}
+	a2 := h.queue(expired, "a", 2)
+	h.expect("withdrawn a 2")
+	canceled := <-a2
+	if !errors.Is(canceled.err, context.DeadlineExceeded) {
+		t.Fatalf("answer %d, %v; want context.DeadlineExceeded", canceled.r, canceled.err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- h.b.Wait(ctx) }()
+	select {
+	case err := <-waited:
+		t.Fatalf("Wait returned (%v) with a kept call not yet run", err)
+	default:
+	}
+	r0.release <- nil
+	get(t, a0, 0)
+	r := h.next()
+	r.want(t, "a[-1]")
+	if err := r.ctx.Err(); err != nil {
+		t.Fatalf("the kept call's run was given a context already ended: %v", err)
+	}
+	r.release <- nil
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	h.idle()
+	h.mu.Lock()
+	backs := fmt.Sprint(h.backs)
+	h.mu.Unlock()
+	if n := h.b.Abandoned(); n != 0 || backs != "map[a:[[-1 -10]]]" {
+		t.Fatalf("%d abandoned in flight, handed back %s; want none abandoned in flight, the kept call with its result", n, backs)
 	}
 }
 

@@ -127,10 +127,12 @@ func (l *Limiter) degraded(ctx context.Context, n int64, maxWait time.Duration, 
 			return Result{Degraded: true}, nil // can never pass the local share: a refusal
 		}
 		fctx := ctx
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			// The deadline passed while the store was asked: deciding in
-			// the fallback takes no time, and an answer beats a second
-			// error. A caller that cancelled gets its error.
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			// Deciding in the fallback takes no time, and an answer
+			// beats a second error: it decides without the deadline,
+			// which may have passed while the store was asked, or pass
+			// on a loaded machine before the fallback reads it. A caller
+			// that cancelled gets its error.
 			fctx = context.WithoutCancel(ctx)
 		}
 		d, ferr := fb.store.Acquire(fctx, fb.key(), local, n, maxWait)

@@ -540,7 +540,12 @@ func TestCancelInFlightAlone(t *testing.T) {
 // through, the limiter is exactly its twin with no waiters. 10,000 on a
 // sliding log, 2,000 on each other algorithm.
 func TestCancelStormAnyMoment(t *testing.T) {
-	rdb := redistest.Start(t).Client(t)
+	// No read timeout (as newInFlightCase): a reply that a loaded machine
+	// delays past go-redis's 3 s would fail a waiter's call with an i/o
+	// timeout instead of its cancellation, and lose what its run did.
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ReadTimeout: -1, PoolSize: 1000})
+	t.Cleanup(func() { _ = rdb.Close() })
 	for _, cfg := range cancelConfigs() {
 		waiters := 2000
 		if cfg.Algorithm == redlimit.SlidingLog {

@@ -38,6 +38,13 @@
 // and redisstore do; against a store on another machine's clock, an entry
 // may end up to one such unit late.
 //
+// Keyed policies: when the wrapped store is a redlimit.PolicyStore, so is
+// the cache, and a refused AcquireKey of n permits answers the next calls
+// for n permits on that policy and key that cannot wait, in the same way
+// (keyed.go), each limit's state counted down; only a limit's Remaining
+// is the one at the refusal, which may be lower than the store's by what
+// the limit regained since.
+//
 // A Store is made once and shared by every Limiter on the wrapped store:
 // its entries and its view of the changes are its own.
 //
@@ -50,6 +57,7 @@ package refusalcache
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,15 +83,20 @@ type Settings struct {
 	// Clock measures an entry's age (tests pass a *clock.Fake). Default:
 	// the real clock.
 	Clock clock.Clock
+	// MaxKeyEntries bounds the refusals of keyed calls held at once
+	// (keyed.go): a refusal made while the cache holds that many is not
+	// cached. Default (0): DefaultMaxKeyEntries. Negative is an error.
+	MaxKeyEntries int
 }
 
 // Stats are a cache's counters.
 type Stats struct {
-	// LocalRefusals counts the calls answered by the cache, since New.
-	LocalRefusals int64
+	// LocalRefusals counts the calls answered by the cache, since New;
+	// LocalKeyRefusals of them were keyed calls (AcquireKey).
+	LocalRefusals, LocalKeyRefusals int64
 	// Entries is the refusals held now (entries past their end included
-	// until they are swept or replaced).
-	Entries int64
+	// until they are swept or replaced); KeyEntries of keyed calls.
+	Entries, KeyEntries int64
 }
 
 // Store is a redlimit.Store whose refusals are cached. It is safe for
@@ -112,6 +125,8 @@ type Store struct {
 	expiryMu sync.Mutex
 	expiries map[string]expiry
 	expiring atomic.Int64
+
+	keyCache
 }
 
 var _ redlimit.Store = (*Store)(nil)
@@ -144,11 +159,20 @@ func New(store redlimit.Store, set Settings) (*Store, error) {
 	if set.MaxStale < 0 {
 		return nil, &redlimit.ArgumentError{Arg: "max stale", Value: set.MaxStale.String(), Reason: "must not be negative", Kind: redlimit.ErrInvalidArgument}
 	}
+	if set.MaxKeyEntries < 0 {
+		return nil, &redlimit.ArgumentError{Arg: "max key entries", Value: strconv.Itoa(set.MaxKeyEntries), Reason: "must not be negative", Kind: redlimit.ErrInvalidArgument}
+	}
 	if set.MaxStale == 0 {
 		set.MaxStale = DefaultMaxStale
 	}
+	if set.MaxKeyEntries == 0 {
+		set.MaxKeyEntries = DefaultMaxKeyEntries
+	}
 	s := &Store{store: store, maxStale: set.MaxStale, clock: set.Clock}
+	s.pstore, _ = store.(redlimit.PolicyStore)
+	s.maxKeyEntries = int64(set.MaxKeyEntries)
 	s.sweepAt.Store(minSweep)
+	s.keySweepAt.Store(minSweep)
 	return s, nil
 }
 
@@ -157,7 +181,8 @@ func (s *Store) Unwrap() redlimit.Store { return s.store }
 
 // Stats reports the cache's counters.
 func (s *Store) Stats() Stats {
-	return Stats{LocalRefusals: s.hits.Load(), Entries: s.entries.Load()}
+	keyEntries := s.keyEntries.Load()
+	return Stats{LocalRefusals: s.hits.Load(), LocalKeyRefusals: s.keyHits.Load(), Entries: s.entries.Load() + keyEntries, KeyEntries: keyEntries}
 }
 
 func (s *Store) now() time.Time {

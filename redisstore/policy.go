@@ -178,6 +178,9 @@ func (s *Store) subscribe() {
 			switch m := m.(type) {
 			case *redis.Message:
 				c.drop(m.Payload, false)
+				if s.cache != nil {
+					s.cache.ForgetPolicy(m.Payload) // changed elsewhere
+				}
 			case *redis.Subscription:
 				// Subscribed anew, maybe after a lost connection: what
 				// was published meanwhile was missed.
@@ -281,8 +284,8 @@ func (s *Store) setPolicy(ctx context.Context, name, how string, limits []redlim
 	return pe, r[0] == int64(1), nil
 }
 
-// SetPolicy implements redlimit.PolicyStore.
-func (s *Store) SetPolicy(ctx context.Context, name string, p redlimit.PolicyConfig, how redlimit.SetMode) (redlimit.PolicyConfig, bool, error) {
+// setPolicyConfig is SetPolicy without the refusal cache.
+func (s *Store) setPolicyConfig(ctx context.Context, name string, p redlimit.PolicyConfig, how redlimit.SetMode) (redlimit.PolicyConfig, bool, error) {
 	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return redlimit.PolicyConfig{}, false, err
 	}
@@ -355,8 +358,8 @@ func (s *Store) readPolicy(ctx context.Context, name string) (*policyEntry, erro
 	return e, nil
 }
 
-// DeletePolicy implements redlimit.PolicyStore.
-func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
+// deletePolicy is DeletePolicy without the refusal cache.
+func (s *Store) deletePolicy(ctx context.Context, name string) (bool, error) {
 	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return false, err
 	}
@@ -581,8 +584,8 @@ func (e *policyEntry) decision(now int64, r []int64) (redlimit.PolicyDecision, e
 	return d, nil
 }
 
-// AcquireKey implements redlimit.PolicyStore.
-func (s *Store) AcquireKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, n int64, maxWait time.Duration) (redlimit.PolicyDecision, error) {
+// acquireKey is AcquireKey without the refusal cache.
+func (s *Store) acquireKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, n int64, maxWait time.Duration) (redlimit.PolicyDecision, error) {
 	w := algorithm.Unlimited
 	if maxWait >= 0 {
 		w = maxWait.Microseconds()
@@ -605,14 +608,14 @@ func (s *Store) StatusKey(ctx context.Context, k redlimit.PolicyKey, known redli
 	return d, err
 }
 
-// CancelKey implements redlimit.PolicyStore.
-func (s *Store) CancelKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, at time.Time, n int64) (int64, error) {
+// cancelKey is CancelKey without the refusal cache.
+func (s *Store) cancelKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, at time.Time, n int64) (int64, error) {
 	_, _, r, err := s.keyed(ctx, k, &known, keyCancel, n, at.UnixMicro())
 	return handedBack(r, err)
 }
 
-// ReleaseKey implements redlimit.PolicyStore.
-func (s *Store) ReleaseKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, n int64) (int64, error) {
+// releaseKey is ReleaseKey without the refusal cache.
+func (s *Store) releaseKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, n int64) (int64, error) {
 	_, _, r, err := s.keyed(ctx, k, &known, keyRelease, n, -1)
 	return handedBack(r, err)
 }

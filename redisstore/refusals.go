@@ -8,26 +8,30 @@ import (
 	"github.com/redlimit/redlimit/refusalcache"
 )
 
-// An exhausted limiter is asked again and again for a permit it does not
-// have. The store answers those calls locally, without a round trip, with a
-// refusal cache (package refusalcache) in front of itself: the Store's
-// calls go through the cache, which calls the store without it (direct)
-// when it cannot answer, and clears its entries on the releases, cancels
-// and config changes made through the store; the grants the store hands
-// back by itself (handback.go) clear them too (forget).
+// An exhausted limiter, or an exhausted key of a keyed policy, is asked
+// again and again for a permit it does not have. The store answers those
+// calls locally, without a round trip, with a refusal cache (package
+// refusalcache) in front of itself: the Store's calls go through the
+// cache, which calls the store without it (direct) when it cannot answer,
+// and clears its entries on the releases, cancels and config or policy
+// changes made through the store; the grants the store hands back by
+// itself (handback.go) clear them too (forget), and so does a policy
+// change made by another process, once the policy channel tells of it.
 
 // DefaultRefusalCache is how long a cached refusal may ignore changes made
 // by other processes.
 const DefaultRefusalCache = refusalcache.DefaultMaxStale
 
 // WithRefusalCache sets how long a refusal may be answered locally (0 turns
-// the cache off). The default is DefaultRefusalCache. A refusal of one
-// permit with none left is answered locally until the store said a permit
-// frees, or for maxStale at most: a release, a cancelled wait or a config
-// change made through this store ends it at once, those made by other
-// processes within maxStale. Only refusals are cached, never grants, so
-// staleness can refuse a little more, never admit more (see package
-// refusalcache).
+// the cache off, for limiters and keyed policies alike). The default is
+// DefaultRefusalCache. A refusal of one permit with none left is answered
+// locally until the store said a permit frees, or for maxStale at most: a
+// release, a cancelled wait or a config change made through this store
+// ends it at once, those made by other processes within maxStale. A
+// keyed call refused for n permits answers the next calls for n permits
+// on the key that cannot wait (maxWait 0) in the same way. Only refusals
+// are cached, never grants, so staleness can refuse a little more, never
+// admit more (see package refusalcache).
 func WithRefusalCache(maxStale time.Duration) Option {
 	return func(s *Store) error {
 		s.refusalTTL = maxStale
@@ -38,8 +42,10 @@ func WithRefusalCache(maxStale time.Duration) Option {
 // Stats counts what the store did since it was made.
 type Stats struct {
 	// Calls is the calls made on limiters (acquire, release, cancel,
-	// available); LocalRefusals of them were answered by the refusal cache.
-	Calls, LocalRefusals int64
+	// available). LocalRefusals is the calls answered by the refusal
+	// cache: limiters' (counted in Calls) and keyed calls' (AcquireKey),
+	// LocalKeyRefusals of them.
+	Calls, LocalRefusals, LocalKeyRefusals int64
 	// ScriptRuns is the limiter scripts sent to Redis: fewer than the calls
 	// sent when batching put several in one run.
 	ScriptRuns int64
@@ -66,11 +72,12 @@ const RunSizeBuckets = 8
 
 // Stats reports the store's counters.
 func (s *Store) Stats() Stats {
-	var local int64
+	var local, keyed int64
 	if s.cache != nil {
-		local = s.cache.Stats().LocalRefusals
+		st := s.cache.Stats()
+		local, keyed = st.LocalRefusals, st.LocalKeyRefusals
 	}
-	st := Stats{Calls: s.calls.Load() + local, LocalRefusals: local, ScriptRuns: s.runs.Load(),
+	st := Stats{Calls: s.calls.Load() + local - keyed, LocalRefusals: local, LocalKeyRefusals: keyed, ScriptRuns: s.runs.Load(),
 		Abandoned: s.abandoned(), HandedBack: s.hb.handedBack.Load(), HandBackFailed: s.hb.failed.Load()}
 	// The other buckets are read first: a run counted between the two
 	// reads then shows as a run of one more, never as a negative count.
@@ -152,6 +159,48 @@ func (s *Store) ClearExpire(ctx context.Context, name string) (bool, error) {
 	return s.clearExpire(ctx, name)
 }
 
+// SetPolicy implements redlimit.PolicyStore.
+func (s *Store) SetPolicy(ctx context.Context, name string, p redlimit.PolicyConfig, how redlimit.SetMode) (redlimit.PolicyConfig, bool, error) {
+	if c := s.cache; c != nil {
+		return c.SetPolicy(ctx, name, p, how)
+	}
+	return s.setPolicyConfig(ctx, name, p, how)
+}
+
+// DeletePolicy implements redlimit.PolicyStore.
+func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
+	if c := s.cache; c != nil {
+		return c.DeletePolicy(ctx, name)
+	}
+	return s.deletePolicy(ctx, name)
+}
+
+// AcquireKey implements redlimit.PolicyStore. A refused call is answered
+// locally to the next calls for as many permits on the key that cannot
+// wait, as a limiter's (package refusalcache says how).
+func (s *Store) AcquireKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, n int64, maxWait time.Duration) (redlimit.PolicyDecision, error) {
+	if c := s.cache; c != nil {
+		return c.AcquireKey(ctx, k, known, n, maxWait)
+	}
+	return s.acquireKey(ctx, k, known, n, maxWait)
+}
+
+// CancelKey implements redlimit.PolicyStore.
+func (s *Store) CancelKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, at time.Time, n int64) (int64, error) {
+	if c := s.cache; c != nil {
+		return c.CancelKey(ctx, k, known, at, n)
+	}
+	return s.cancelKey(ctx, k, known, at, n)
+}
+
+// ReleaseKey implements redlimit.PolicyStore.
+func (s *Store) ReleaseKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, n int64) (int64, error) {
+	if c := s.cache; c != nil {
+		return c.ReleaseKey(ctx, k, known, n)
+	}
+	return s.releaseKey(ctx, k, known, n)
+}
+
 // direct is the store without its refusal cache: what the cache wraps.
 type direct Store
 
@@ -191,4 +240,34 @@ func (d *direct) Expire(ctx context.Context, name string, ttl time.Duration) (bo
 
 func (d *direct) ClearExpire(ctx context.Context, name string) (bool, error) {
 	return (*Store)(d).clearExpire(ctx, name)
+}
+
+var _ redlimit.PolicyStore = (*direct)(nil)
+
+func (d *direct) SetPolicy(ctx context.Context, name string, p redlimit.PolicyConfig, how redlimit.SetMode) (redlimit.PolicyConfig, bool, error) {
+	return (*Store)(d).setPolicyConfig(ctx, name, p, how)
+}
+
+func (d *direct) Policy(ctx context.Context, name string) (redlimit.PolicyConfig, error) {
+	return (*Store)(d).Policy(ctx, name)
+}
+
+func (d *direct) DeletePolicy(ctx context.Context, name string) (bool, error) {
+	return (*Store)(d).deletePolicy(ctx, name)
+}
+
+func (d *direct) AcquireKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, n int64, maxWait time.Duration) (redlimit.PolicyDecision, error) {
+	return (*Store)(d).acquireKey(ctx, k, known, n, maxWait)
+}
+
+func (d *direct) CancelKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, at time.Time, n int64) (int64, error) {
+	return (*Store)(d).cancelKey(ctx, k, known, at, n)
+}
+
+func (d *direct) ReleaseKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, n int64) (int64, error) {
+	return (*Store)(d).releaseKey(ctx, k, known, n)
+}
+
+func (d *direct) StatusKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig) (redlimit.PolicyDecision, error) {
+	return (*Store)(d).StatusKey(ctx, k, known)
 }

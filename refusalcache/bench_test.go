@@ -40,3 +40,41 @@ func BenchmarkRefused(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkKeyRefused: TryAcquire of an exhausted key of a policy of two
+// limits, 64 callers, on a memory store alone and with the cache in front
+// of it.
+func BenchmarkKeyRefused(b *testing.B) {
+	for _, mode := range []string{"memstore", "cached"} {
+		b.Run(mode, func(b *testing.B) {
+			var store redlimit.PolicyStore = memstore.New()
+			if mode == "cached" {
+				c, err := refusalcache.New(memstore.New(), refusalcache.Settings{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				store = c
+			}
+			p, err := redlimit.NewPolicy(store, "bench", []redlimit.Config{
+				redlimit.PerInterval(1, time.Hour).WithAlgorithm(redlimit.TokenBucket), redlimit.PerInterval(1000, 24*time.Hour)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			k := p.Key("user-1")
+			k.TryAcquire(ctx, 1)
+			k.TryAcquire(ctx, 1) // the refusal cached
+			b.ReportAllocs()
+			b.SetParallelism(32)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if r, err := k.TryAcquire(ctx, 1); err != nil || r.Allowed {
+						b.Errorf("%+v, %v", r, err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

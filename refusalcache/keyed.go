@@ -3,6 +3,7 @@ package refusalcache
 import (
 	"context"
 	"hash/maphash"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,7 +59,9 @@ type keyPolicy struct {
 }
 
 type keyShard struct {
-	mu sync.Mutex
+	// mu is read-locked by lookups: the callers of one exhausted key
+	// all read its entry.
+	mu sync.RWMutex
 	m  map[string]*keyEntry
 	// dead: the policy's entries were dropped; nothing is put here again.
 	dead bool
@@ -127,9 +130,9 @@ func (s *Store) cachedKey(k redlimit.PolicyKey, known *redlimit.PolicyConfig, n 
 		return redlimit.PolicyDecision{}, false
 	}
 	ks := p.shard(k.Key)
-	ks.mu.Lock()
+	ks.mu.RLock()
 	e := ks.m[k.Key]
-	ks.mu.Unlock()
+	ks.mu.RUnlock()
 	if e == nil || e.n != n {
 		return redlimit.PolicyDecision{}, false
 	}
@@ -267,7 +270,7 @@ func (p *keyPolicy) put(s *Store, key string, e *keyEntry) {
 	if ks.m == nil {
 		ks.m = make(map[string]*keyEntry)
 	}
-	ks.m[key] = e
+	ks.m[strings.Clone(key)] = e // not a part of a caller's larger buffer
 }
 
 // sweepKeys removes the keyed entries past their end at now, so that keys

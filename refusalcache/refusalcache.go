@@ -43,7 +43,8 @@
 // for n permits on that policy and key that cannot wait, in the same way
 // (keyed.go), each limit's state counted down; only a limit's Remaining
 // is the one at the refusal, which may be lower than the store's by what
-// the limit regained since.
+// the limit regained since. (Over a store that keeps no policies, the
+// keyed calls fail with ErrInvalidArgument.)
 //
 // A Store is made once and shared by every Limiter on the wrapped store:
 // its entries and its view of the changes are its own.

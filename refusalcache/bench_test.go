@@ -2,12 +2,16 @@ package refusalcache_test
 
 import (
 	"context"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/refusalcache"
+	"github.com/redlimit/redlimit/storetest"
 )
 
 // BenchmarkRefused: TryAcquire on an exhausted limiter, 64 callers, on a
@@ -77,4 +81,43 @@ func BenchmarkKeyRefused(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkKeyEntryMemory reports the heap a keyed refusal holds in the
+// cache (B/entry): b.N keys of a policy of two limits refused once each.
+func BenchmarkKeyEntryMemory(b *testing.B) {
+	clk := clock.NewFake(storetest.T0)
+	cache, err := refusalcache.New(memstore.New(memstore.WithTimeSource(clk)), refusalcache.Settings{Clock: clk, MaxKeyEntries: max(b.N, 1)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	known, _, err := cache.SetPolicy(ctx, "api", redlimit.PolicyConfig{Limits: []redlimit.Config{redlimit.PerSecond(1), redlimit.PerInterval(1000, time.Hour)}}, redlimit.SetResetState)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := make([]redlimit.PolicyKey, b.N)
+	for i := range keys {
+		keys[i] = redlimit.PolicyKey{Policy: "api", Key: "user-" + strconv.Itoa(i)}
+		if _, err := cache.AcquireKey(ctx, keys[i], known, 1, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	for i := range keys {
+		if d, err := cache.AcquireKey(ctx, keys[i], known, 1, 0); err != nil || d.Granted {
+			b.Fatalf("%+v %v", d, err)
+		}
+	}
+	b.StopTimer()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if n := cache.Stats().KeyEntries; n != int64(b.N) {
+		b.Fatalf("%d entries for %d refused keys", n, b.N)
+	}
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(b.N), "B/entry")
+	runtime.KeepAlive(keys)
 }

@@ -18,6 +18,9 @@ import (
 // keyOutcomes counts what keyed traces exercised.
 type keyOutcomes struct {
 	Granted, Refused, Reserved, Full, Cancelled, Released, Errors int
+	// Stale: traces that ended on a local refusal the store, told of a
+	// release made by another process, would have granted.
+	Stale int
 	// Local: refusals answered by the cache; LocalMulti of them of a
 	// policy of several limits; Lower: answers in which a limit's
 	// Remaining was lower than the store's (one that regained permits).
@@ -33,7 +36,10 @@ type keyOutcomes struct {
 // injected clock. Every answer must be the store's, except that a locally
 // answered refusal's Remaining of a limit may be lower than the store's (a
 // limit that regained permits since the refusal; keyed.go says why), never
-// higher.
+// higher; and that after a release made by another process (straight on
+// the store under the cache) a local answer may be a refusal where the
+// store grants, within MaxStale of the refusal it repeats (the trace ends
+// there: the stores' states part).
 func TestKeyedDifferential(t *testing.T) {
 	seed := *diffSeed
 	if seed == 0 {
@@ -50,21 +56,28 @@ func TestKeyedDifferential(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keyTrace(t, s, memstore.New(memstore.WithTimeSource(clk)), cache, clk, &seen)
+		keyTrace(t, s, memstore.New(memstore.WithTimeSource(clk)), cache, clk, stale, &seen)
 		if t.Failed() {
 			return
 		}
 	}
 	t.Logf("%d traces, every answer the store's: %+v", *diffTraces, seen)
 	if seen.Granted == 0 || seen.Refused == 0 || seen.Reserved == 0 || seen.Full == 0 || seen.Cancelled == 0 ||
-		seen.Released == 0 || seen.Errors == 0 || seen.Local == 0 || seen.LocalMulti == 0 {
+		seen.Released == 0 || seen.Errors == 0 || seen.Local == 0 || seen.LocalMulti == 0 || seen.Stale == 0 {
 		t.Fatalf("traces missed a kind of answer: %+v", seen)
 	}
 }
 
 // keyTrace runs one seeded trace through ref and got.
-func keyTrace(t *testing.T, seed uint64, ref redlimit.PolicyStore, got *refusalcache.Store, clk *clock.Fake, seen *keyOutcomes) {
+func keyTrace(t *testing.T, seed uint64, ref redlimit.PolicyStore, got *refusalcache.Store, clk *clock.Fake, maxStale time.Duration, seen *keyOutcomes) {
 	t.Helper()
+	if maxStale == 0 {
+		maxStale = refusalcache.DefaultMaxStale
+	}
+	under := got.Unwrap().(redlimit.PolicyStore) // another process's way in
+	// refusedAt: when got's store last refused a key (the call its cache
+	// may repeat); elsewhere: a release was made under the cache since.
+	refusedAt, elsewhere := map[redlimit.PolicyKey]time.Time{}, map[redlimit.PolicyKey]bool{}
 	rng := rand.New(rand.NewPCG(seed, 0x6b6579))
 	ctx := context.Background()
 	names := []string{"p", "q"}
@@ -159,6 +172,23 @@ func keyTrace(t *testing.T, seed uint64, ref redlimit.PolicyStore, got *refusalc
 				fail(step, op+" policy", dr.Policy, dg.Policy)
 			}
 			learn(name, dr.Policy, dg.Policy)
+			if hit && elsewhere[k] && clk.Now().Before(refusedAt[k].Add(maxStale)) {
+				// May be stale, within the bound: a refusal all the same.
+				if dg.Granted {
+					fail(step, op+" granted locally", dr, dg)
+				}
+				if dr.Granted {
+					seen.Stale++
+					return // the states part here
+				}
+				continue // both refused: neither state changed
+			}
+			if !hit {
+				elsewhere[k] = false
+				if !dg.Granted {
+					refusedAt[k] = clk.Now()
+				}
+			}
 			lower := false
 			if len(dr.Limits) == len(dg.Limits) {
 				for i := range dr.Limits {
@@ -218,7 +248,15 @@ func keyTrace(t *testing.T, seed uint64, ref redlimit.PolicyStore, got *refusalc
 			if gr > 0 {
 				seen.Released++
 			}
-		case p < 68:
+		case p < 66: // another process releases
+			n := 1 + rng.Int64N(4)
+			gr, er := ref.ReleaseKey(ctx, k, knownR[name], n)
+			gg, eg := under.ReleaseKey(ctx, k, knownG[name], n)
+			if same(step, "release elsewhere", er, eg) && gr != gg {
+				fail(step, "release elsewhere", gr, gg)
+			}
+			elsewhere[k] = true
+		case p < 69:
 			dr, er := ref.StatusKey(ctx, k, knownR[name])
 			dg, eg := got.StatusKey(ctx, k, knownG[name])
 			if same(step, "status", er, eg) {

@@ -27,7 +27,9 @@ func TestRedisOutage(t *testing.T) {
 			srv := redistest.Start(t)
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { rdb.Close() })
-			rs, err := redisstore.New(rdb)
+			// No refusal cache: it would answer the key's repeated
+			// refusal locally, for up to its MaxStale, not seeing the outage.
+			rs, err := redisstore.New(rdb, redisstore.WithRefusalCache(0))
 			if err != nil {
 				t.Fatal(err)
 			}

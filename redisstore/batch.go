@@ -58,30 +58,28 @@ type scriptKeySet struct {
 	args  []any
 }
 
-func newScriptKeySet(names []string) scriptKeySet {
-	args := make([]any, len(names))
-	for i, k := range names {
-		args[i] = k
-	}
-	return scriptKeySet{names: names, args: args}
-}
-
 // keySetOf is a log's script keys: the store keeps the last ones made,
 // since the runs of one busy limiter follow each other on the same log and
 // would otherwise build the same names every run.
 func (s *Store) keySetOf(key redlimit.Key) scriptKeySet {
 	if last := s.lastKeys.Load(); last != nil && last.key == key {
-		return last.set
+		return scriptKeySet{names: last.names[:], args: last.args[:]}
 	}
-	last := &lastKeySet{key: key, set: newScriptKeySet(scriptKeys(s.prefix, key.Name, key.Client))}
+	last := &lastKeySet{key: key}
+	scriptKeysInto(&last.names, s.prefix, key.Name, key.Client)
+	for i, k := range last.names {
+		last.args[i] = k
+	}
 	s.lastKeys.Store(last)
-	return last.set
+	return scriptKeySet{names: last.names[:], args: last.args[:]}
 }
 
-// lastKeySet is the entry of Store.lastKeys: a log and its script keys.
+// lastKeySet is the entry of Store.lastKeys: a log and its script keys,
+// in one allocation.
 type lastKeySet struct {
-	key redlimit.Key
-	set scriptKeySet
+	key   redlimit.Key
+	names [4]string
+	args  [4]any
 }
 
 // lone makes w a work of the one call c.

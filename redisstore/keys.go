@@ -31,6 +31,13 @@ func limiterKeys(prefix, name string) keys {
 // of limiterKeys(prefix, name), the client's after the Overall ones, cut
 // from one string, as every lone call on an idle limiter makes them anew.
 func scriptKeys(prefix, name, client string) []string {
+	ks := make([]string, 4)
+	scriptKeysInto((*[4]string)(ks), prefix, name, client)
+	return ks
+}
+
+// scriptKeysInto is scriptKeys writing into ks.
+func scriptKeysInto(ks *[4]string, prefix, name, client string) {
 	tag := nameEscaper.Replace(name)
 	var b strings.Builder
 	b.Grow(4*(len(prefix)+len(tag)+2) + len(":log:client::log:") + 2*len(client))
@@ -47,9 +54,7 @@ func scriptKeys(prefix, name, client string) []string {
 		ends[i] = b.Len()
 	}
 	all, start := b.String(), 0
-	ks := make([]string, 4)
 	for i, end := range ends {
 		ks[i], start = all[start:end], end
 	}
-	return ks
 }

@@ -148,26 +148,24 @@ func peerAddr(a net.Addr) (netip.Addr, error) {
 // pair it with an authenticating interceptor that runs first, or with a
 // PeerIP rule.
 func Metadata(name string) KeyFunc {
-	name = strings.ToLower(name)
-	return func(ctx context.Context, _ string) (string, error) {
-		md, _ := metadata.FromIncomingContext(ctx)
-		v := md.Get(name)
-		if len(v) == 0 || v[0] == "" {
-			return "", fmt.Errorf("%w: no %q metadata", ErrNoKey, name)
-		}
-		return v[0], nil
-	}
+	return metadataKey(name, "", metadata.FromIncomingContext)
 }
 
 // OutgoingMetadata is Metadata for a client's interceptors: it reads the
 // metadata the call sends.
 func OutgoingMetadata(name string) KeyFunc {
+	return metadataKey(name, "outgoing ", metadata.FromOutgoingContext)
+}
+
+// metadataKey keys a call by the first value of the metadata entry name
+// that from finds; which says which metadata it is in errors.
+func metadataKey(name, which string, from func(context.Context) (metadata.MD, bool)) KeyFunc {
 	name = strings.ToLower(name)
 	return func(ctx context.Context, _ string) (string, error) {
-		md, _ := metadata.FromOutgoingContext(ctx)
+		md, _ := from(ctx)
 		v := md.Get(name)
 		if len(v) == 0 || v[0] == "" {
-			return "", fmt.Errorf("%w: no outgoing %q metadata", ErrNoKey, name)
+			return "", fmt.Errorf("%w: no %s%q metadata", ErrNoKey, which, name)
 		}
 		return v[0], nil
 	}

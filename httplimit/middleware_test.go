@@ -390,18 +390,7 @@ func TestWait(t *testing.T) {
 	if r := get(t, srv); r.status != 200 {
 		t.Fatalf("first: %d", r.status)
 	}
-	done, finished := make(chan response, 1), make(chan struct{})
-	go func() {
-		r, err := fetch(srv)
-		if err != nil {
-			r.body = err.Error()
-		}
-		done <- r
-		close(finished)
-	}()
-	if !e.clk.WaitForTimers(1, finished) {
-		t.Fatalf("the second request did not wait: %+v", <-done)
-	}
+	done := waitingRequest(t, e, srv)
 	e.clk.Advance(time.Minute)
 	if r := <-done; r.status != 200 {
 		t.Errorf("after waiting: %d", r.status)
@@ -472,18 +461,7 @@ func TestWaitQueueFull(t *testing.T) {
 	p := e.policy(t, "queue", redlimit.LeakyBucketConfig(1, time.Minute, 2))
 	srv := serve(t, mustNew(t, []httplimit.Rule{{Policy: p, Key: clientIP(t, httplimit.ClientIPConfig{})}}, httplimit.WithWait(time.Hour)))
 	first := get(t, srv)
-	done, finished := make(chan response, 1), make(chan struct{})
-	go func() {
-		r, err := fetch(srv)
-		if err != nil {
-			r.body = err.Error()
-		}
-		done <- r
-		close(finished)
-	}()
-	if !e.clk.WaitForTimers(1, finished) {
-		t.Fatalf("the second request did not wait: %+v", <-done)
-	}
+	done := waitingRequest(t, e, srv)
 	r := get(t, srv)
 	if r.status != http.StatusTooManyRequests {
 		t.Fatalf("with the queue full: %d (first %d)", r.status, first.status)
@@ -495,4 +473,24 @@ func TestWaitQueueFull(t *testing.T) {
 	if r := <-done; r.status != 200 {
 		t.Errorf("the queued request: %d", r.status)
 	}
+}
+
+// waitingRequest sends a request in the background and returns once the
+// middleware waits for its turn on e's clock; its response comes on the
+// channel.
+func waitingRequest(t *testing.T, e *env, srv *httptest.Server) <-chan response {
+	t.Helper()
+	done, finished := make(chan response, 1), make(chan struct{})
+	go func() {
+		r, err := fetch(srv)
+		if err != nil {
+			r.body = err.Error()
+		}
+		done <- r
+		close(finished)
+	}()
+	if !e.clk.WaitForTimers(1, finished) {
+		t.Fatalf("the request did not wait: %+v", <-done)
+	}
+	return done
 }

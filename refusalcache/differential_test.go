@@ -37,12 +37,7 @@ func TestDifferential(t *testing.T) {
 	var seen storetest.Outcomes
 	for i := 0; i < *diffTraces; i++ {
 		s := seed + uint64(i)
-		clk := clock.NewFake(storetest.T0)
-		stale := stales[rand.New(rand.NewPCG(s, 0)).IntN(len(stales))]
-		cache, err := refusalcache.New(memstore.New(memstore.WithTimeSource(clk)), refusalcache.Settings{MaxStale: stale, Clock: clk})
-		if err != nil {
-			t.Fatal(err)
-		}
+		clk, _, cache := tracedCache(t, s, stales)
 		d := storetest.Differential{
 			Names: []string{"a", "b"}, Ops: *diffOps, MaxRate: 6, MaxParam: 8, MaxWait: 30 * time.Millisecond,
 			OnePermit: true, Expiry: true, Nanoseconds: true, Log: *diffLog,
@@ -59,4 +54,17 @@ func TestDifferential(t *testing.T) {
 		seen.Expired == 0 || seen.NotInitialized == 0 || seen.Full == 0 || seen.LocalRefusals == 0 || seen.LocalLeaky == 0 {
 		t.Fatalf("traces missed a kind of answer: %+v", seen)
 	}
+}
+
+// tracedCache is a trace's fake clock, its MaxStale (one of stales, drawn
+// by seed) and a cache of that MaxStale over a memory store on the clock.
+func tracedCache(t *testing.T, seed uint64, stales []time.Duration) (*clock.Fake, time.Duration, *refusalcache.Store) {
+	t.Helper()
+	clk := clock.NewFake(storetest.T0)
+	stale := stales[rand.New(rand.NewPCG(seed, 0)).IntN(len(stales))]
+	cache, err := refusalcache.New(memstore.New(memstore.WithTimeSource(clk)), refusalcache.Settings{MaxStale: stale, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clk, stale, cache
 }

@@ -50,12 +50,7 @@ func TestKeyedDifferential(t *testing.T) {
 	var seen keyOutcomes
 	for i := 0; i < *diffTraces; i++ {
 		s := seed + uint64(i)
-		clk := clock.NewFake(storetest.T0)
-		stale := stales[rand.New(rand.NewPCG(s, 0)).IntN(len(stales))]
-		cache, err := refusalcache.New(memstore.New(memstore.WithTimeSource(clk)), refusalcache.Settings{MaxStale: stale, Clock: clk})
-		if err != nil {
-			t.Fatal(err)
-		}
+		clk, stale, cache := tracedCache(t, s, stales)
 		keyTrace(t, s, memstore.New(memstore.WithTimeSource(clk)), cache, clk, stale, &seen)
 		if t.Failed() {
 			return

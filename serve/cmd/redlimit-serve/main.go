@@ -19,9 +19,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
-	"time"
 
 	"github.com/redlimit/redlimit/serve"
 )
@@ -44,43 +42,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs := flag.NewFlagSet("redlimit-serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg serve.Config
-	fs.StringVar(&cfg.Rules, "rules", "", "rules `file or directory` (envoyproxy/ratelimit YAML plus redlimit's extensions); reloads on change (required)")
-	fs.StringVar(&cfg.Redis, "redis", "", "`URL` of the Redis keeping the limits, shared by every instance on it (redis://host:6379/0, rediss://, redis+sentinel://, redis+cluster://; default $REDIS_URL); empty: process memory, one instance")
-	fs.StringVar(&cfg.GRPCAddr, "grpc", "127.0.0.1:8081", "`address` of Envoy's rate-limit service (gRPC); - turns it off")
-	fs.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "`address` of the HTTP API (POST /json, /healthz, /readyz, /rules); - turns it off")
-	fs.BoolVar(&cfg.Decide.AllOrNothing, "all-or-nothing", false, "hand back the other descriptors' charges when a request is over a limit")
-	fs.BoolVar(&cfg.Decide.FailOpen, "fail-open", false, "answer OK when the store is unavailable (default: an error, Envoy's failure_mode_deny decides)")
-	fs.BoolVar(&cfg.ResponseHeaders, "response-headers", false, "add RateLimit-Policy, RateLimit and Retry-After headers to Envoy's answers")
-	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 64<<10, "largest gRPC message or HTTP body accepted, in `bytes`")
-	fs.IntVar(&cfg.Decide.MaxDescriptors, "max-descriptors", 64, "most descriptors in one request")
-	fs.IntVar(&cfg.Decide.MaxEntries, "max-entries", 16, "most entries in one descriptor")
-	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may take to finish at shutdown")
+	cfg.RegisterFlags(fs)
 	logJSON := fs.Bool("log-json", false, "log as JSON lines (default: text)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: redlimit-serve --rules FILE_OR_DIR [flags]\n\nredlimit's rate-limit service: Envoy's RLS v3 on gRPC, JSON on HTTP.\nThe limits live in Redis with --redis (every instance on it shares them), else in process memory (one instance).\nEvery flag can be set as REDLIMIT_<NAME> in the environment.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	set := map[string]bool{}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || envErr != nil {
-			return
-		}
-		name := "REDLIMIT_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErr = fmt.Errorf("%s: %w", name, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return envErr
+	if err := serve.ApplyEnv(fs, getenv); err != nil {
+		return err
 	}
-	if cfg.Redis == "" && !set["redis"] {
+	redisSet := false
+	fs.Visit(func(f *flag.Flag) { redisSet = redisSet || f.Name == "redis" })
+	if cfg.Redis == "" && !redisSet {
 		cfg.Redis = getenv("REDIS_URL")
 	}
 	if fs.NArg() > 0 {

@@ -1,0 +1,58 @@
+package serve
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// EnvPrefix starts the environment variable of every flag RegisterFlags
+// defines: REDLIMIT_RULES for --rules, REDLIMIT_MAX_ENTRIES for
+// --max-entries.
+const EnvPrefix = "REDLIMIT_"
+
+// RegisterFlags defines on fs a flag for every setting of c a command
+// line can give, bound to c and with c's defaults, so that every command
+// serving redlimit offers the same flags with the same help. Fields
+// without a flag (Store, Logger, the callbacks) stay the caller's.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Rules, "rules", "", "rules `file or directory` (envoyproxy/ratelimit YAML plus redlimit's extensions); reloads on change (required)")
+	fs.StringVar(&c.Redis, "redis", "", "`URL` of the Redis keeping the limits, shared by every instance on it (redis://host:6379/0, rediss://, redis+sentinel://, redis+cluster://; default $REDIS_URL); empty: process memory, one instance")
+	fs.StringVar(&c.GRPCAddr, "grpc", "127.0.0.1:8081", "`address` of Envoy's rate-limit service (gRPC); - turns it off")
+	fs.StringVar(&c.HTTPAddr, "http", "127.0.0.1:8080", "`address` of the HTTP API (POST /json, /healthz, /readyz, /rules); - turns it off")
+	fs.BoolVar(&c.Decide.AllOrNothing, "all-or-nothing", false, "hand back the other descriptors' charges when a request is over a limit")
+	fs.BoolVar(&c.Decide.FailOpen, "fail-open", false, "answer OK when the store is unavailable (default: an error, Envoy's failure_mode_deny decides)")
+	fs.BoolVar(&c.ResponseHeaders, "response-headers", false, "add RateLimit-Policy, RateLimit and Retry-After headers to Envoy's answers")
+	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", 64<<10, "largest gRPC message or HTTP body accepted, in `bytes`")
+	fs.IntVar(&c.Decide.MaxDescriptors, "max-descriptors", 64, "most descriptors in one request")
+	fs.IntVar(&c.Decide.MaxEntries, "max-entries", 16, "most entries in one descriptor")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may take to finish at shutdown")
+}
+
+// ApplyEnv sets every flag of fs not given on the command line (call it
+// after fs.Parse) from its environment variable, EnvPrefix and the
+// flag's name in capitals with '-' as '_', read through getenv; an empty
+// variable counts as unset. A flag on the command line wins.
+func ApplyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		name := EnvName(f.Name)
+		if v := getenv(name); v != "" {
+			if serr := fs.Set(f.Name, v); serr != nil {
+				err = fmt.Errorf("%s: %w", name, serr)
+			}
+		}
+	})
+	return err
+}
+
+// EnvName is the environment variable of the flag named flagName.
+func EnvName(flagName string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}

@@ -6,6 +6,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/serve/decide"
 )
@@ -23,6 +25,11 @@ type Config struct {
 	// redis+sentinel://, redis+cluster://); Run closes it at the end and
 	// /readyz pings it. Every instance on one Redis shares the limits.
 	Redis string
+	// RedisClient is the shared Redis of the instances that serve one
+	// set of limits: the instance registry and the rules set through the
+	// API live there. Run sets it to its client of Redis; nil: this
+	// instance keeps both to itself.
+	RedisClient redis.UniversalClient
 	// GRPCAddr and HTTPAddr are where Run listens; default
 	// "127.0.0.1:8081" and "127.0.0.1:8080". "-" turns one off.
 	GRPCAddr, HTTPAddr string

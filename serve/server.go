@@ -245,12 +245,15 @@ func (s *Server) shutdown(gs *grpc.Server, hs *http.Server) {
 // set) and serves until ctx ends (see Serve).
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Store == nil && cfg.Redis != "" {
-		store, ping, closeStore, err := openRedis(cfg.Redis)
+		store, rdb, ping, closeStore, err := openRedis(cfg.Redis)
 		if err != nil {
 			return err
 		}
 		defer closeStore()
 		cfg.Store = store
+		if cfg.RedisClient == nil {
+			cfg.RedisClient = rdb
+		}
 		if cfg.Ping == nil {
 			cfg.Ping = ping
 		}

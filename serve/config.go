@@ -55,6 +55,24 @@ type Config struct {
 	// ShutdownTimeout bounds the drain of in-flight calls when the
 	// context given to Serve or Run ends; default 10s.
 	ShutdownTimeout time.Duration
+
+	// Prefix starts every key serve keeps in RedisClient; its one hash
+	// tag keeps them in one slot of a Redis Cluster. Default
+	// "{redlimit:serve}:".
+	Prefix string
+	// HeartbeatTTL is how long this instance stays in the registry
+	// (GET /v1/instances) after its last heartbeat; it beats every
+	// third of it. Default 15s.
+	HeartbeatTTL time.Duration
+	// Version is the version the registry shows for this instance;
+	// default redlimit's module version from the build information.
+	Version string
+	// TLSCert and TLSKey are PEM files: when set (both, or neither), the
+	// gRPC and HTTP ports serve TLS only. The files are read again when
+	// they change, for certificates renewed in place.
+	TLSCert, TLSKey string
+	// NoMetrics turns off GET /metrics (Prometheus text).
+	NoMetrics bool
 }
 
 // Reload reports an attempt to reload the rules.
@@ -84,5 +102,14 @@ func (c *Config) setDefaults() {
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.HeartbeatTTL <= 0 {
+		c.HeartbeatTTL = 15 * time.Second
+	}
+	if c.Version == "" {
+		c.Version = buildVersion()
 	}
 }

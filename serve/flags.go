@@ -3,6 +3,7 @@ package serve
 import (
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -28,7 +29,33 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Decide.MaxDescriptors, "max-descriptors", 64, "most descriptors in one request")
 	fs.IntVar(&c.Decide.MaxEntries, "max-entries", 16, "most entries in one descriptor")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may take to finish at shutdown")
+	fs.DurationVar(&c.HeartbeatTTL, "heartbeat-ttl", 15*time.Second, "how long an instance stays in the registry of the instances sharing its Redis (GET /v1/instances) after its last heartbeat; it beats every third of it")
+	fs.StringVar(&c.Prefix, "key-prefix", DefaultPrefix, "`prefix` of serve's own keys in Redis (registry, rules set through the API); keep one {hash tag} for Redis Cluster")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "certificate `file` (PEM, chain first): with --tls-key, both ports serve TLS only; read again when it changes")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "private key `file` (PEM) of --tls-cert")
+	fs.Var(notFlag{&c.NoMetrics}, "metrics", "serve Prometheus metrics on GET /metrics of the HTTP port (--metrics=false turns them off)")
 }
+
+// notFlag is a boolean flag that sets the opposite of its value in p.
+type notFlag struct{ p *bool }
+
+func (f notFlag) String() string {
+	if f.p == nil {
+		return "true"
+	}
+	return strconv.FormatBool(!*f.p)
+}
+
+func (f notFlag) Set(v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return err
+	}
+	*f.p = !b
+	return nil
+}
+
+func (f notFlag) IsBoolFlag() bool { return true }
 
 // ApplyEnv sets every flag of fs not given on the command line (call it
 // after fs.Parse) from its environment variable, EnvPrefix and the

@@ -27,6 +27,8 @@ import (
 //	GET  /readyz   200 when rules are in force and the store answers
 //	               (Config.Ping), else 503
 //	GET  /rules    the rules in force, where each comes from
+//	GET  /v1/instances  the instances sharing this one's Redis (Instances)
+//	GET  /metrics  Prometheus text (unless Config.NoMetrics)
 //
 // Errors are application/problem+json: 400 for a bad request, 413 for a
 // body over MaxRequestBytes, 503 when the store is unavailable.
@@ -41,6 +43,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthcheck", alive) // envoyproxy/ratelimit's name, for probes moved over
 	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.HandleFunc("GET /rules", s.handleRules)
+	s.extraRoutes(mux) // GET /v1/instances, GET /metrics
 	return mux
 }
 

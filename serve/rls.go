@@ -61,6 +61,7 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		}
 	}
 	r, err := s.dec.Decide(ctx, dr)
+	s.countRequest(dr.Domain, r.Overall, err)
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,8 @@ type Server struct {
 	watching   chan struct{}
 	lastErr    atomic.Pointer[error]
 	failures   atomic.Int64
+
+	extras // registry, TLS, metrics
 }
 
 // New loads the rules and puts them in force; a bad rules file is an
@@ -45,11 +47,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		cfg.Store = memstore.New()
 	}
+	x, err := newExtras(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	dec, err := decide.New(cfg.Store, cfg.Decide)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, dec: dec, watching: make(chan struct{})}
+	s := &Server{cfg: cfg, dec: dec, watching: make(chan struct{}), extras: x}
+	s.extras.init(s)
 	set, err := rules.Load(cfg.Rules)
 	if err != nil {
 		return nil, err
@@ -115,6 +122,7 @@ func (s *Server) Reload(ctx context.Context) error {
 		s.failures.Add(1)
 		s.cfg.Logger.Error("redlimit serve: new rules refused, keeping the rules in force", "rules", s.cfg.Rules, "err", err)
 	}
+	s.rulesChanged(err)
 	if s.cfg.OnReload != nil {
 		s.cfg.OnReload(Reload{Digest: digest, Err: err, At: time.Now()})
 	}
@@ -173,7 +181,7 @@ func (s *Server) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 	var gs *grpc.Server
 	var hc *health.Server
 	if grpcLis != nil {
-		gs = grpc.NewServer(grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes))
+		gs = grpc.NewServer(s.grpcOptions()...)
 		rlsv3.RegisterRateLimitServiceServer(gs, rls{s: s})
 		// gRPC's standard health service, for Kubernetes' and Envoy's
 		// gRPC health checks: SERVING while rules are in force.
@@ -191,13 +199,14 @@ func (s *Server) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 	if httpLis != nil {
 		hs = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 		wg.Go(func() {
-			if err := hs.Serve(httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := s.serveHTTP(hs, httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("serve: HTTP: %w", err)
 			}
 		})
 	}
 	watching := make(chan error, 1)
 	wg.Go(func() { watching <- s.watch(ctx) })
+	leave := s.startRegistry(ctx, grpcLis, httpLis)
 
 	var err error
 	select {
@@ -206,6 +215,7 @@ func (s *Server) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 	case err = <-watching:
 	}
 	cancel()
+	leave() // out of the registry before draining
 	if hc != nil {
 		hc.Shutdown() // NOT_SERVING while draining
 	}

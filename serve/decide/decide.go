@@ -150,6 +150,10 @@ type Options struct {
 	MaxEntries int
 	// Clock is the policies' clock; default the real one.
 	Clock clock.Clock
+	// PolicyOptions are given to every policy the Decider makes, after
+	// its own (clock, failure policy): an observer for metrics
+	// (redlimit.WithObserver), a fallback store.
+	PolicyOptions []redlimit.Option
 }
 
 // Decider answers requests from the rules last set. It is safe for
@@ -227,6 +231,7 @@ func (d *Decider) SetRules(ctx context.Context, set *rules.Set) error {
 	if d.opts.FailOpen {
 		opts = append(opts, redlimit.WithFailurePolicy(redlimit.FailOpen))
 	}
+	opts = append(opts, d.opts.PolicyOptions...)
 	for _, r := range set.Rules() {
 		if len(r.Limits) == 0 {
 			continue
@@ -528,6 +533,7 @@ func (d *Decider) override(domain string, o *Override) (*overridePolicy, error) 
 		if d.opts.FailOpen {
 			opts = append(opts, redlimit.WithFailurePolicy(redlimit.FailOpen))
 		}
+		opts = append(opts, d.opts.PolicyOptions...)
 		p, err := redlimit.NewPolicy(d.store, "serve:override:"+rules.Escape(domain)+"/"+redlimit.LimitName(cfg), []redlimit.Config{cfg}, opts...)
 		if err != nil {
 			d.overrideCount.Add(-1)

@@ -100,8 +100,10 @@ func (s *Server) grpcOptions() []grpc.ServerOption {
 	return opts
 }
 
-// serveHTTP serves hs on l, with TLS when configured.
+// serveHTTP serves hs on l, with TLS when configured, its errors (failed
+// handshakes, mostly) logged to Logger.
 func (s *Server) serveHTTP(hs *http.Server, l net.Listener) error {
+	hs.ErrorLog = slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn)
 	if s.certs == nil {
 		return hs.Serve(l)
 	}

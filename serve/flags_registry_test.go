@@ -1,0 +1,44 @@
+package serve_test
+
+import (
+	"flag"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit/serve"
+)
+
+// TestRegistryTLSMetricsFlags sets the registry's, TLS's and the
+// metrics' settings from flags and the environment.
+func TestRegistryTLSMetricsFlags(t *testing.T) {
+	parse := func(args []string, env map[string]string) serve.Config {
+		t.Helper()
+		var c serve.Config
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c.RegisterFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		if err := serve.ApplyEnv(fs, func(k string) string { return env[k] }); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := parse(nil, nil)
+	if c.HeartbeatTTL != 15*time.Second || c.Prefix != serve.DefaultPrefix || c.NoMetrics || c.TLSCert != "" {
+		t.Fatalf("defaults: %+v", c)
+	}
+	c = parse([]string{"--heartbeat-ttl=3s", "--tls-cert=c.pem", "--tls-key=k.pem", "--metrics=false", "--key-prefix={x}:"}, nil)
+	if c.HeartbeatTTL != 3*time.Second || c.TLSCert != "c.pem" || c.TLSKey != "k.pem" || !c.NoMetrics || c.Prefix != "{x}:" {
+		t.Fatalf("flags: %+v", c)
+	}
+	c = parse(nil, map[string]string{"REDLIMIT_METRICS": "false", "REDLIMIT_HEARTBEAT_TTL": "1m", "REDLIMIT_TLS_CERT": "c.pem"})
+	if !c.NoMetrics || c.HeartbeatTTL != time.Minute || c.TLSCert != "c.pem" {
+		t.Fatalf("environment: %+v", c)
+	}
+	if c := parse([]string{"--metrics"}, map[string]string{"REDLIMIT_METRICS": "false"}); c.NoMetrics {
+		t.Fatal("the flag given lost to the environment")
+	}
+}

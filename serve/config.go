@@ -62,7 +62,8 @@ type Config struct {
 	Prefix string
 	// HeartbeatTTL is how long this instance stays in the registry
 	// (GET /v1/instances) after its last heartbeat; it beats every
-	// third of it. Default 15s.
+	// third of it. Default 15s, at least 100ms. Failed heartbeats are
+	// counted and logged at most once a minute (by Decide.Clock).
 	HeartbeatTTL time.Duration
 	// Version is the version the registry shows for this instance;
 	// default redlimit's module version from the build information.

@@ -18,6 +18,9 @@ type extras struct {
 // observer it adds to cfg's policy options; call before the Decider.
 func newExtras(cfg *Config) (extras, error) {
 	var x extras
+	if err := checkRegistry(cfg); err != nil {
+		return x, err
+	}
 	var err error
 	if x.certs, err = newCertFiles(cfg); err != nil {
 		return x, err

@@ -20,6 +20,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clock"
 )
 
 // DefaultPrefix is Config.Prefix's default: one hash tag, so that a
@@ -69,6 +72,17 @@ func (in *Instance) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// minHeartbeatTTL bounds Config.HeartbeatTTL below: Redis expires keys
+// by the millisecond.
+const minHeartbeatTTL = 100 * time.Millisecond
+
+func checkRegistry(cfg *Config) error {
+	if cfg.HeartbeatTTL < minHeartbeatTTL {
+		return &redlimit.ArgumentError{Arg: "HeartbeatTTL", Reason: "must be at least " + minHeartbeatTTL.String(), Kind: redlimit.ErrInvalidArgument}
+	}
+	return nil
+}
+
 // registry keeps this instance in the shared Redis: a key per instance
 // (JSON, expiring HeartbeatTTL after the last heartbeat) and a sorted set
 // of the ids (score: last heartbeat, Unix ms) through which they are
@@ -81,6 +95,7 @@ type registry struct {
 	ttl    time.Duration
 	log    *slog.Logger
 	rules  func() string // the rules version in force
+	clock  clock.Clock   // paces the error log
 
 	mu   sync.Mutex
 	self Instance
@@ -99,7 +114,7 @@ func newRegistry(cfg *Config, rulesVersion func() string) *registry {
 	now := time.Now()
 	return &registry{
 		rdb: cfg.RedisClient, index: cfg.Prefix + "instances", prefix: cfg.Prefix + "instance:",
-		ttl: cfg.HeartbeatTTL, log: cfg.Logger, rules: rulesVersion, kick: make(chan struct{}, 1),
+		ttl: cfg.HeartbeatTTL, log: cfg.Logger, rules: rulesVersion, kick: make(chan struct{}, 1), clock: cmp.Or(cfg.Decide.Clock, clock.Real),
 		self: Instance{ID: newInstanceID(), Version: cfg.Version, StartedAt: now.UTC(), TTL: cfg.HeartbeatTTL},
 	}
 }
@@ -232,11 +247,12 @@ func (r *registry) failed(err error) {
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
 	r.unlogged++
-	if r.failing && time.Since(r.lastLogged) < time.Minute {
+	now := r.clock.Now()
+	if r.failing && now.Sub(r.lastLogged) < time.Minute {
 		return
 	}
 	r.log.Error("redlimit serve: registry heartbeat failed; other instances may not list this one", "err", err, "failures", r.unlogged, "ttl", r.ttl)
-	r.failing, r.lastLogged, r.unlogged = true, time.Now(), 0
+	r.failing, r.lastLogged, r.unlogged = true, now, 0
 }
 
 func (r *registry) recovered() {

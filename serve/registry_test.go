@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,11 +15,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/serve"
 )
@@ -265,5 +268,76 @@ func TestRegistryKilledInstanceExpires(t *testing.T) {
 	// Its id is pruned from the index as well, not only hidden.
 	if ids := rdb.ZRange(context.Background(), serve.DefaultPrefix+"instances", 0, -1).Val(); !slices.Equal(ids, []string{self.srv.ID()}) {
 		t.Fatalf("index %v", ids)
+	}
+}
+
+// syncBuffer is a log destination safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRegistryRedisDown stops Redis under a server: its heartbeats fail,
+// are counted and logged once (the clock does not move), it goes on
+// answering, and it is listed again once Redis is back.
+func TestRegistryRedisDown(t *testing.T) {
+	rs := redistest.Start(t)
+	rdb := rs.Client(t)
+	var logs syncBuffer
+	ts := start(t, serve.Config{Rules: "testdata/edge.yaml", RedisClient: rdb, HeartbeatTTL: 300 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	eventually(t, "listed", func() (bool, string) {
+		list := instances(t, ts.httpAddr)
+		return lists(list, ts), describe(list)
+	})
+
+	rs.Stop()
+	eventually(t, "failed heartbeats counted", func() (bool, string) {
+		n := ts.srv.HeartbeatFailures()
+		return n >= 3, fmt.Sprint(n, " failures")
+	})
+	if resp := call(t, rlsClient(t, ts.grpcAddr), edgeReq); resp.OverallCode != ok {
+		t.Fatalf("with Redis down: %v", resp)
+	}
+	if code, body := get(t, "http://"+ts.httpAddr+"/v1/instances"); code != http.StatusServiceUnavailable || !strings.Contains(body, "registry") {
+		t.Fatalf("GET /v1/instances with Redis down: %d %s", code, body)
+	}
+	if n := strings.Count(logs.String(), "registry heartbeat failed"); n != 1 {
+		t.Fatalf("logged %d times:\n%s", n, logs.String())
+	}
+	if got, _ := value(scrape(t, ts.httpAddr), "redlimit_serve_heartbeat_errors_total", nil); got < 3 {
+		t.Fatalf("heartbeat_errors_total %v", got)
+	}
+
+	rs.Restart(t)
+	eventually(t, "listed again", func() (bool, string) {
+		code, body := get(t, "http://"+ts.httpAddr+"/v1/instances")
+		if code != http.StatusOK {
+			return false, body
+		}
+		list := instances(t, ts.httpAddr)
+		return lists(list, ts), describe(list)
+	})
+	eventually(t, "recovery logged", func() (bool, string) {
+		return strings.Contains(logs.String(), "registry heartbeat recovered"), logs.String()
+	})
+}
+
+func TestRegistryBadTTL(t *testing.T) {
+	_, err := serve.New(context.Background(), serve.Config{Rules: "testdata/edge.yaml", HeartbeatTTL: time.Millisecond})
+	if !errors.Is(err, redlimit.ErrInvalidArgument) {
+		t.Fatalf("got %v", err)
 	}
 }

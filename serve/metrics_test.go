@@ -3,7 +3,9 @@ package serve_test
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -13,6 +15,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/redlimit/redlimit/serve"
+	"github.com/redlimit/redlimit/serve/decide"
+	"github.com/redlimit/redlimit/serve/rules"
 )
 
 // scrape is GET /metrics on addr, parsed.
@@ -132,5 +136,28 @@ func TestMetricsOff(t *testing.T) {
 	call(t, rlsClient(t, ts.grpcAddr), edgeReq)
 	if code, _ := get(t, "http://"+ts.httpAddr+"/metrics"); code != http.StatusNotFound {
 		t.Fatalf("GET /metrics with metrics off: %d", code)
+	}
+}
+
+// BenchmarkDecideMetrics is BenchmarkDecide with the metrics on (the
+// default: every decision observed) and off.
+func BenchmarkDecideMetrics(b *testing.B) {
+	for _, off := range []bool{false, true} {
+		b.Run(map[bool]string{false: "metrics=on", true: "metrics=off"}[off], func(b *testing.B) {
+			file := b.TempDir() + "/bench.yaml"
+			replace(b, file, "domain: bench\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 1000000000}\n")
+			d := start(b, serve.Config{Rules: file, NoMetrics: off}).srv.Decider()
+			b.ReportAllocs()
+			var next atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				req := decide.Request{Domain: "bench", Descriptors: []decide.Descriptor{{Entries: []rules.Entry{{Key: "remote_address", Value: "10.0.0." + strconv.FormatInt(next.Add(1), 10)}}}}}
+				for pb.Next() {
+					if _, err := d.Decide(context.Background(), req); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
 	}
 }

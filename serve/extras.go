@@ -32,8 +32,8 @@ func newExtras(cfg *Config) (extras, error) {
 	return x, nil
 }
 
-// init finishes the extras of s, once it has its Decider.
-func (x *extras) init(s *Server) {
+// setup finishes the extras of s, once it has its Decider.
+func (x *extras) setup(s *Server) {
 	x.reg = newRegistry(&s.cfg, s.RulesVersion)
 	if x.met != nil {
 		x.met.register(s)

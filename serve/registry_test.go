@@ -168,6 +168,21 @@ func TestRegistryWithoutRedis(t *testing.T) {
 	if list := instances(t, ts.httpAddr); !lists(list, ts) || list[0].TTL != 15*time.Second {
 		t.Fatalf("%s", describe(list))
 	}
+	// The fields as the API contract names them.
+	_, body := get(t, "http://"+ts.httpAddr+"/v1/instances")
+	var raw struct{ Instances []map[string]any }
+	if err := json.Unmarshal([]byte(body), &raw); err != nil || len(raw.Instances) != 1 {
+		t.Fatalf("%s: %v", body, err)
+	}
+	var keys []string
+	for k := range raw.Instances[0] {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	want := []string{"grpc_addr", "http_addr", "id", "last_heartbeat", "rules_version", "started_at", "ttl_ms", "version"}
+	if !slices.Equal(keys, want) || raw.Instances[0]["ttl_ms"] != 15000.0 {
+		t.Fatalf("%s", body)
+	}
 }
 
 // TestRegistryCluster keeps the registry on a Redis Cluster.

@@ -56,7 +56,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, dec: dec, watching: make(chan struct{}), extras: x}
-	s.extras.init(s)
+	s.extras.setup(s)
 	set, err := rules.Load(cfg.Rules)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 )
 
@@ -38,6 +39,10 @@ type LoadOptions struct {
 	Conns int
 	// RunID makes this run's descriptor values its own; default random.
 	RunID string
+	// Redis, when set, is the address (host:port) of the Redis both
+	// systems keep their counts in: Measure then reports its CPU and
+	// commands per decision (INFO, read at the window's ends).
+	Redis string
 	// Progress, when set, gets one line per measurement.
 	Progress io.Writer
 }
@@ -61,6 +66,99 @@ type Measurement struct {
 	// the window's ends (0 where there is none).
 	LoadBefore float64 `json:"load_before"`
 	LoadAfter  float64 `json:"load_after"`
+	// CPU per decision over the window, in seconds (0 where unknown):
+	// the system's process (System.PID), this process (the load
+	// generator and client), Redis (LoadOptions.Redis); and Redis's
+	// commands per decision.
+	ServerCPU float64 `json:"server_cpu_per_decision"`
+	ClientCPU float64 `json:"client_cpu_per_decision"`
+	RedisCPU  float64 `json:"redis_cpu_per_decision"`
+	RedisCmds float64 `json:"redis_commands_per_decision"`
+}
+
+// usage is what the window's ends read: load and CPU seconds so far (-1
+// where unknown), Redis's commands so far.
+type usage struct {
+	load                        float64
+	server, client, redis, cmds float64
+}
+
+func readUsage(ctx context.Context, pid int, rdb *redis.Client) usage {
+	u := usage{load: loadAvg(), server: -1, client: procCPU(os.Getpid()), redis: -1, cmds: -1}
+	if pid > 0 {
+		u.server = procCPU(pid)
+	}
+	if rdb != nil {
+		if info, err := rdb.Info(ctx, "cpu", "stats").Result(); err == nil {
+			u.redis, u.cmds = redisUsage(info)
+		}
+	}
+	return u
+}
+
+// perDecision is (to - from) / n, 0 when either end is unknown or n is 0.
+func perDecision(from, to float64, n int64) float64 {
+	if from < 0 || to < 0 || n == 0 {
+		return 0
+	}
+	return (to - from) / float64(n)
+}
+
+// procCPU is the user + system CPU seconds of process pid so far, from
+// /proc/PID/stat (in USER_HZ, 100 per second); -1 where unknown.
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	// The command name, in parentheses, may hold spaces: fields count
+	// from the last ')'. utime and stime are fields 14 and 15.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return -1
+	}
+	ut, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	return (ut + st) / 100
+}
+
+// redisUsage reads used_cpu_user + used_cpu_sys (seconds) and
+// total_commands_processed from INFO cpu and stats; -1 where missing.
+func redisUsage(info string) (cpu, cmds float64) {
+	cpu, cmds = -1, -1
+	var user, sys float64
+	seen := 0
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "used_cpu_user":
+			user = x
+			seen++
+		case "used_cpu_sys":
+			sys = x
+			seen++
+		case "total_commands_processed":
+			cmds = x
+		}
+	}
+	if seen == 2 {
+		cpu = user + sys
+	}
+	return cpu, cmds
 }
 
 // Stat is a figure over a cell's rounds.
@@ -86,6 +184,12 @@ type Cell struct {
 	P99Ratios []float64 `json:"p99_ratios"`
 	Ratio     Stat      `json:"ratio"`
 	P99Ratio  Stat      `json:"p99_ratio"`
+	// CPU seconds and Redis commands per decision (Measurement's), the
+	// rounds that had them.
+	ServerCPU [2]Stat `json:"server_cpu_per_decision"`
+	ClientCPU [2]Stat `json:"client_cpu_per_decision"`
+	RedisCPU  [2]Stat `json:"redis_cpu_per_decision"`
+	RedisCmds [2]Stat `json:"redis_commands_per_decision"`
 	// Errors and Refused add up every measurement of the cell.
 	Errors  int64 `json:"errors"`
 	Refused int64 `json:"refused"`
@@ -157,19 +261,27 @@ func Measure(ctx context.Context, a, b System, o LoadOptions) (*LoadReport, erro
 	r := &LoadReport{Systems: [2]System{a, b}, Domain: o.Domain, Key: o.Key, Rounds: o.Rounds,
 		Duration: o.Duration, Warmup: o.Warmup, Conns: o.Conns, RunID: o.RunID}
 	sys := r.Systems
+	var rdb *redis.Client
+	if o.Redis != "" {
+		rdb = redis.NewClient(&redis.Options{Addr: o.Redis, MaxRetries: -1, PoolSize: 1})
+		defer rdb.Close()
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return nil, fmt.Errorf("rls: Redis at %s: %w", o.Redis, err)
+		}
+	}
 	for _, callers := range o.Callers {
 		cell := Cell{Callers: callers}
 		var per [2][]Measurement
 		for round := range o.Rounds {
 			for k := range 2 {
 				i := (round + k) % 2
-				m, err := measureOne(ctx, sys[i], callers, round, o)
+				m, err := measureOne(ctx, sys[i], callers, round, o, rdb)
 				if err != nil {
 					return nil, err
 				}
 				if o.Progress != nil {
-					fmt.Fprintf(o.Progress, "callers=%d round=%d %s: %.0f decisions/s p50=%v p99=%v errors=%d load %.2f->%.2f\n",
-						callers, round+1, sys[i].Name, m.PerSecond, m.P50, m.P99, m.Errors, m.LoadBefore, m.LoadAfter)
+					fmt.Fprintf(o.Progress, "callers=%d round=%d %s: %.0f decisions/s p50=%v p99=%v errors=%d load %.2f->%.2f cpu/decision server=%.1fµs redis=%.1fµs client=%.1fµs\n",
+						callers, round+1, sys[i].Name, m.PerSecond, m.P50, m.P99, m.Errors, m.LoadBefore, m.LoadAfter, m.ServerCPU*1e6, m.RedisCPU*1e6, m.ClientCPU*1e6)
 				}
 				per[i] = append(per[i], m)
 				r.Measurements = append(r.Measurements, m)
@@ -186,6 +298,10 @@ func Measure(ctx context.Context, a, b System, o LoadOptions) (*LoadReport, erro
 			cell.PerSecond[i] = summarise(figures(per[i], func(m Measurement) float64 { return m.PerSecond }))
 			cell.P50[i] = summarise(figures(per[i], func(m Measurement) float64 { return float64(m.P50) }))
 			cell.P99[i] = summarise(figures(per[i], func(m Measurement) float64 { return float64(m.P99) }))
+			cell.ServerCPU[i] = summarise(known(figures(per[i], func(m Measurement) float64 { return m.ServerCPU })))
+			cell.ClientCPU[i] = summarise(known(figures(per[i], func(m Measurement) float64 { return m.ClientCPU })))
+			cell.RedisCPU[i] = summarise(known(figures(per[i], func(m Measurement) float64 { return m.RedisCPU })))
+			cell.RedisCmds[i] = summarise(known(figures(per[i], func(m Measurement) float64 { return m.RedisCmds })))
 		}
 		cell.Ratio, cell.P99Ratio = summarise(cell.Ratios), summarise(cell.P99Ratios)
 		r.Cells = append(r.Cells, cell)
@@ -195,7 +311,7 @@ func Measure(ctx context.Context, a, b System, o LoadOptions) (*LoadReport, erro
 
 // measureOne runs callers closed loops on s for Warmup + Duration and
 // measures the calls started within the window.
-func measureOne(ctx context.Context, s System, callers, round int, o LoadOptions) (Measurement, error) {
+func measureOne(ctx context.Context, s System, callers, round int, o LoadOptions, rdb *redis.Client) (Measurement, error) {
 	m := Measurement{System: s.Name, Callers: callers, Round: round + 1}
 	clients := make([]rlsv3.RateLimitServiceClient, o.Conns)
 	conns := make([]*grpc.ClientConn, o.Conns)
@@ -225,14 +341,16 @@ func measureOne(ctx context.Context, s System, callers, round int, o LoadOptions
 	results := make([]result, callers)
 	from := time.Now().Add(o.Warmup)
 	to := from.Add(o.Duration)
-	loadAt := make(chan float64, 1)
+	var began, ended usage
 	var wg sync.WaitGroup
-	// The load figure is read as the window opens, off the callers' path.
+	// The figures of use are read as the window opens and closes, off
+	// the callers' path.
 	wg.Go(func() {
 		if sleepUntil(ctx, from) == nil {
-			loadAt <- loadAvg()
-		} else {
-			loadAt <- 0
+			began = readUsage(ctx, s.PID, rdb)
+		}
+		if sleepUntil(ctx, to) == nil {
+			ended = readUsage(ctx, s.PID, rdb)
 		}
 	})
 	for g := range callers {
@@ -267,8 +385,6 @@ func measureOne(ctx context.Context, s System, callers, round int, o LoadOptions
 		})
 	}
 	wg.Wait()
-	m.LoadBefore = <-loadAt
-	m.LoadAfter = loadAvg()
 	if err := ctx.Err(); err != nil {
 		return m, err
 	}
@@ -281,6 +397,12 @@ func measureOne(ctx context.Context, s System, callers, round int, o LoadOptions
 	}
 	slices.Sort(lat)
 	m.PerSecond = float64(m.Decisions) / o.Duration.Seconds()
+	m.LoadBefore, m.LoadAfter = began.load, ended.load
+	m.ServerCPU = perDecision(began.server, ended.server, m.Decisions)
+	m.ClientCPU = perDecision(began.client, ended.client, m.Decisions)
+	m.RedisCPU = perDecision(began.redis, ended.redis, m.Decisions)
+	// INFO itself is one command, run at the window's start.
+	m.RedisCmds = perDecision(began.cmds+1, ended.cmds, m.Decisions)
 	m.P50, m.P99, m.P999 = quantile(lat, 0.50), quantile(lat, 0.99), quantile(lat, 0.999)
 	return m, nil
 }
@@ -292,6 +414,11 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 	}
 	i := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// known leaves out the zeros of xs (figures a measurement did not have).
+func known(xs []float64) []float64 {
+	return slices.DeleteFunc(xs, func(x float64) bool { return x == 0 })
 }
 
 func figures(ms []Measurement, f func(Measurement) float64) []float64 {

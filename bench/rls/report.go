@@ -94,6 +94,16 @@ func (r *LoadReport) WriteMarkdown(w io.Writer) {
 			dur(c.P99[0]), dur(c.P99[1]), ratios(c.P99Ratio, c.P99Ratios),
 			dur(c.P50[0]), dur(c.P50[1]))
 	}
+	if r.hasUse() {
+		fmt.Fprintf(w, "\nPer decision, median [min-max] over the rounds: CPU of each service's process, of Redis, and of the load generator (this process: client and callers); Redis commands.\n\n")
+		fmt.Fprintf(w, "| callers | %s CPU | %s CPU | Redis CPU (%s) | Redis CPU (%s) | client CPU (%s) | client CPU (%s) | Redis commands (%s) | Redis commands (%s) |\n", a, b, a, b, a, b, a, b)
+		fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		for _, c := range r.Cells {
+			fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Callers,
+				micros(c.ServerCPU[0]), micros(c.ServerCPU[1]), micros(c.RedisCPU[0]), micros(c.RedisCPU[1]),
+				micros(c.ClientCPU[0]), micros(c.ClientCPU[1]), count(c.RedisCmds[0]), count(c.RedisCmds[1]))
+		}
+	}
 	var notes []string
 	for _, c := range r.Cells {
 		if c.Errors > 0 || c.Refused > 0 {
@@ -130,4 +140,31 @@ func ratios(s Stat, each []float64) string {
 		per[i] = fmt.Sprintf("%.2f", x)
 	}
 	return fmt.Sprintf("%.2f [%.2f-%.2f] (%s)", s.Median, s.Min, s.Max, strings.Join(per, ", "))
+}
+
+// hasUse says whether any cell has a server's or Redis's CPU figures.
+func (r *LoadReport) hasUse() bool {
+	for _, c := range r.Cells {
+		for i := range 2 {
+			if c.ServerCPU[i].N > 0 || c.RedisCPU[i].N > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// micros writes CPU seconds as microseconds.
+func micros(s Stat) string {
+	if s.N == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f µs [%.1f-%.1f]", s.Median*1e6, s.Min*1e6, s.Max*1e6)
+}
+
+func count(s Stat) string {
+	if s.N == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f [%.2f-%.2f]", s.Median, s.Min, s.Max)
 }

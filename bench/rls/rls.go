@@ -47,6 +47,9 @@ type System struct {
 	Name string
 	// Addr is its gRPC address, host:port (plaintext).
 	Addr string
+	// PID, when set, is its process on this machine: Measure then
+	// reports its CPU per decision (from /proc; Linux only).
+	PID int
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,32}$`)

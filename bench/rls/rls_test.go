@@ -143,8 +143,10 @@ func TestMeasureTwoRedlimits(t *testing.T) {
 	url := "redis://" + rs.Addr + "/0"
 	a := rls.System{Name: "a", Addr: runServe(t, url, string(rls.Rules))}
 	b := rls.System{Name: "b", Addr: runServe(t, url, string(rls.Rules))}
+	// Both services run in this process.
+	a.PID, b.PID = os.Getpid(), os.Getpid()
 	r, err := rls.Measure(context.Background(), a, b, rls.LoadOptions{Callers: []int{1, 3}, Rounds: 2,
-		Duration: 100 * time.Millisecond, Warmup: 10 * time.Millisecond, Conns: 2})
+		Duration: 100 * time.Millisecond, Warmup: 10 * time.Millisecond, Conns: 2, Redis: rs.Addr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +163,7 @@ func TestMeasureTwoRedlimits(t *testing.T) {
 	for _, m := range r.Measurements {
 		total += m.Decisions
 		if m.Errors != 0 || m.Refused != 0 || (m.Decisions > 0) != (m.P50 > 0) || m.P99 < m.P50 || m.P999 < m.P99 ||
-			m.PerSecond != float64(m.Decisions)/0.1 {
+			m.PerSecond != float64(m.Decisions)/0.1 || (m.Decisions > 0) != (m.RedisCmds > 0) {
 			t.Errorf("measurement %+v", m)
 		}
 	}
@@ -175,8 +177,9 @@ func TestMeasureTwoRedlimits(t *testing.T) {
 	}
 	var md bytes.Buffer
 	r.WriteMarkdown(&md)
-	if lines := strings.Count(md.String(), "\n| "); lines != 3 {
-		t.Errorf("report has %d table rows, want header + 2:\n%s", lines, md.String())
+	// Two tables (speed; CPU and commands), each a header and 2 rows.
+	if lines := strings.Count(md.String(), "\n| "); lines != 6 || !strings.Contains(md.String(), "Redis commands (a)") {
+		t.Errorf("report has %d table rows, want 2 x (header + 2):\n%s", lines, md.String())
 	}
 }
 

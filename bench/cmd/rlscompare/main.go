@@ -6,6 +6,7 @@
 // (--print-rules writes it).
 //
 //	cd bench && go run ./cmd/rlscompare --a redlimit=127.0.0.1:8081 --b envoy=127.0.0.1:8091
+//	    [--a-pid PID --b-pid PID --redis 127.0.0.1:6379]   # CPU per decision too
 //
 // How to start both: docs/bench.md, "Beside envoyproxy/ratelimit".
 package main
@@ -57,6 +58,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	duration := fs.Duration("duration", 3*time.Second, "measured window of one measurement")
 	warmup := fs.Duration("warmup", 500*time.Millisecond, "unmeasured load before each window")
 	conns := fs.Int("conns", 1, "gRPC client connections per measurement, callers spread over them")
+	aPID := fs.Int("a-pid", 0, "process id of A on this machine: report its CPU per decision (Linux)")
+	bPID := fs.Int("b-pid", 0, "process id of B on this machine")
+	redisAddr := fs.String("redis", "", "`host:port` of the Redis both keep their counts in: report its CPU and commands per decision")
 	jsonFile := fs.String("json", "", "write every answer and measurement to `FILE` (JSON)")
 	printRules := fs.Bool("print-rules", false, "print the rules both systems must read (bench/rls/rules.yaml) and exit")
 	fs.Usage = func() {
@@ -83,6 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	a.PID, b.PID = *aPID, *bPID
 	var cs []int
 	for _, f := range strings.Split(*callers, ",") {
 		if f = strings.TrimSpace(f); f == "" {
@@ -110,7 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(cs) > 0 {
 		fmt.Fprintf(stderr, "load: callers %v, %d rounds of %v + %v warm-up per system...\n", cs, *rounds, *duration, *warmup)
 		res.Load, err = rls.Measure(ctx, a, b, rls.LoadOptions{Callers: cs, Rounds: *rounds, Duration: *duration,
-			Warmup: *warmup, Conns: *conns, Progress: stderr})
+			Warmup: *warmup, Conns: *conns, Redis: *redisAddr, Progress: stderr})
 		if err != nil {
 			return err
 		}

@@ -37,6 +37,10 @@ type LoadOptions struct {
 	// callers spread over them; default 1 (Envoy's proxy opens one per
 	// worker thread).
 	Conns int
+	// OneValue puts every caller on one descriptor value, so that all
+	// share one count (a global limit, a hot key); by default each caller
+	// has its own.
+	OneValue bool
 	// RunID makes this run's descriptor values its own; default random.
 	RunID string
 	// Redis, when set, is the address (host:port) of the Redis both
@@ -204,6 +208,7 @@ type LoadReport struct {
 	Duration     time.Duration `json:"duration_ns"`
 	Warmup       time.Duration `json:"warmup_ns"`
 	Conns        int           `json:"conns"`
+	OneValue     bool          `json:"one_value"`
 	RunID        string        `json:"run_id"`
 	Measurements []Measurement `json:"measurements"`
 	Cells        []Cell        `json:"cells"`
@@ -259,7 +264,7 @@ func Measure(ctx context.Context, a, b System, o LoadOptions) (*LoadReport, erro
 		return nil, err
 	}
 	r := &LoadReport{Systems: [2]System{a, b}, Domain: o.Domain, Key: o.Key, Rounds: o.Rounds,
-		Duration: o.Duration, Warmup: o.Warmup, Conns: o.Conns, RunID: o.RunID}
+		Duration: o.Duration, Warmup: o.Warmup, Conns: o.Conns, OneValue: o.OneValue, RunID: o.RunID}
 	sys := r.Systems
 	var rdb *redis.Client
 	if o.Redis != "" {
@@ -356,7 +361,11 @@ func measureOne(ctx context.Context, s System, callers, round int, o LoadOptions
 	for g := range callers {
 		wg.Go(func() {
 			c := clients[g%len(clients)]
-			req := request(o.Domain, o.Key, o.RunID+"-"+s.Name+"-"+strconv.Itoa(g))
+			value := o.RunID + "-" + s.Name + "-" + strconv.Itoa(g)
+			if o.OneValue {
+				value = o.RunID + "-" + s.Name + "-all"
+			}
+			req := request(o.Domain, o.Key, value)
 			res := &results[g]
 			for ctx.Err() == nil {
 				t0 := time.Now()

@@ -83,8 +83,12 @@ func runs(answers []Answer) string {
 // within each round.
 func (r *LoadReport) WriteMarkdown(w io.Writer) {
 	a, b := r.Systems[0].Name, r.Systems[1].Name
-	fmt.Fprintf(w, "Load: domain `%s`, descriptor `%s` (every call granted), each caller on its own value, closed loop; %d rounds of %v (after %v unmeasured), the systems in turn (%s %s, %s %s, ...); %d client connection(s) per measurement. Median [min-max] over the rounds; ratios %s/%s taken within each round.\n\n",
-		r.Domain, r.Key, r.Rounds, r.Duration, r.Warmup, a, b, b, a, r.Conns, a, b)
+	values := "each caller on its own value"
+	if r.OneValue {
+		values = "every caller on one value (one count)"
+	}
+	fmt.Fprintf(w, "Load: domain `%s`, descriptor `%s` (every call granted), %s, closed loop; %d rounds of %v (after %v unmeasured), the systems in turn (%s %s, %s %s, ...); %d client connection(s) per measurement. Median [min-max] over the rounds; ratios %s/%s taken within each round.\n\n",
+		r.Domain, r.Key, values, r.Rounds, r.Duration, r.Warmup, a, b, b, a, r.Conns, a, b)
 	fmt.Fprintf(w, "| callers | %s decisions/s | %s decisions/s | decisions/s %s/%s (per round) | %s p99 | %s p99 | p99 %s/%s (per round) | %s p50 | %s p50 |\n",
 		a, b, a, b, a, b, a, b, a, b)
 	fmt.Fprintln(w, "|---:|---:|---:|---|---:|---:|---|---:|---:|")

@@ -58,6 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	duration := fs.Duration("duration", 3*time.Second, "measured window of one measurement")
 	warmup := fs.Duration("warmup", 500*time.Millisecond, "unmeasured load before each window")
 	conns := fs.Int("conns", 1, "gRPC client connections per measurement, callers spread over them")
+	oneValue := fs.Bool("one-value", false, "put every caller of the load on one descriptor value (one count: a global limit) instead of one each")
 	aPID := fs.Int("a-pid", 0, "process id of A on this machine: report its CPU per decision (Linux)")
 	bPID := fs.Int("b-pid", 0, "process id of B on this machine")
 	redisAddr := fs.String("redis", "", "`host:port` of the Redis both keep their counts in: report its CPU and commands per decision")
@@ -115,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(cs) > 0 {
 		fmt.Fprintf(stderr, "load: callers %v, %d rounds of %v + %v warm-up per system...\n", cs, *rounds, *duration, *warmup)
 		res.Load, err = rls.Measure(ctx, a, b, rls.LoadOptions{Callers: cs, Rounds: *rounds, Duration: *duration,
-			Warmup: *warmup, Conns: *conns, Redis: *redisAddr, Progress: stderr})
+			Warmup: *warmup, Conns: *conns, OneValue: *oneValue, Redis: *redisAddr, Progress: stderr})
 		if err != nil {
 			return err
 		}

@@ -168,6 +168,44 @@ func TestObserverRefusalCache(t *testing.T) {
 	}
 }
 
+// TestObserverPolicyRefusalCache: a Policy's keyed refusal answered by
+// the refusal cache is marked Cached, in its decision and in its Event;
+// the store's own refusal is not.
+func TestObserverPolicyRefusalCache(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	cache, err := refusalcache.New(memstore.New(memstore.WithTimeSource(clk)), refusalcache.Settings{MaxStale: time.Hour, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	p, err := redlimit.NewPolicy(cache, "cached", []redlimit.Config{redlimit.PerInterval(1, time.Hour), redlimit.PerSecond(5)},
+		redlimit.WithClock(clk), redlimit.WithObserver(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := p.Key("alice")
+	for range 3 {
+		if _, err := k.TryAcquire(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cached []bool
+	for _, e := range rec.take() {
+		cached = append(cached, e.Cached)
+	}
+	if want := []bool{false, false, true}; !slices.Equal(cached, want) {
+		t.Errorf("Cached: %v; want %v (a grant, the store's refusal, the cache's)", cached, want)
+	}
+	d, err := cache.AcquireKey(ctx, redlimit.PolicyKey{Policy: "cached", Key: "alice"}, redlimit.PolicyConfig{}, 1, 0)
+	if err != nil || d.Granted || !d.Cached {
+		t.Errorf("AcquireKey: %+v, %v; want a cached refusal", d, err)
+	}
+	if got := cache.Stats().LocalKeyRefusals; got != 2 {
+		t.Errorf("LocalKeyRefusals %d; want 2", got)
+	}
+}
+
 // TestObserverPolicy: a Policy's events name the policy, the key, and the
 // limit that decided: the one that refused, or the closest to refusing.
 func TestObserverPolicy(t *testing.T) {

@@ -383,7 +383,7 @@ func (p *Policy) limitNames(limits []Config) []string {
 
 // policyResult is d as a Result; names are the LimitNames of d's limits.
 func policyResult(d *PolicyDecision, names []string) Result {
-	r := Result{Allowed: d.Granted, Limits: make([]LimitStatus, len(d.Limits))}
+	r := Result{Allowed: d.Granted, Limits: make([]LimitStatus, len(d.Limits)), cached: d.Cached}
 	if d.Granted {
 		r.At, r.Waited = d.At, d.Wait
 	} else {

@@ -115,6 +115,10 @@ type PolicyDecision struct {
 	Limits []LimitState
 	// Policy is the stored policy the decision was made under.
 	Policy PolicyConfig
+	// Cached says that a cache in front of the store answered (a keyed
+	// refusal, see package refusalcache) without asking it; observers
+	// count it (Event.Cached), as a Limiter's Decision.Cached.
+	Cached bool
 }
 
 // LimitState is one limit's state for one key after a decision.

@@ -77,14 +77,14 @@ func TestPolicyRefusalAnsweredLocally(t *testing.T) {
 				}
 			}
 			first, err := s.AcquireKey(ctx, k, known, 1, 0)
-			if err != nil || first.Granted || first.Refused != 0 {
-				t.Fatalf("want a refusal by the first limit: %+v %v", first, err)
+			if err != nil || first.Granted || first.Refused != 0 || first.Cached {
+				t.Fatalf("want a refusal by the first limit, from Redis: %+v %v", first, err)
 			}
 			sent, before := counter.n.Load(), s.Stats()
 			clk.Advance(10 * time.Millisecond)
 			for range 100 {
 				d, err := s.AcquireKey(ctx, k, known, 1, 0)
-				if err != nil || d.Granted || d.Refused != 0 || d.Wait != first.Wait-10*time.Millisecond {
+				if err != nil || d.Granted || d.Refused != 0 || d.Wait != first.Wait-10*time.Millisecond || d.Cached != cached {
 					t.Fatalf("repeated call: %+v %v, first refusal %+v", d, err, first)
 				}
 			}

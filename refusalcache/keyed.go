@@ -155,7 +155,7 @@ func (s *Store) cachedKey(k redlimit.PolicyKey, known *redlimit.PolicyConfig, n 
 	// The store's instant now, as Acquire counts it (cached).
 	at := e.sent.Add(now.Sub(e.sent))
 	us := at.Truncate(time.Microsecond)
-	d := redlimit.PolicyDecision{Refused: -1, Now: e.now.Add(us.Sub(e.us)), Policy: p.cfg, Limits: make([]redlimit.LimitState, len(e.limits))}
+	d := redlimit.PolicyDecision{Refused: -1, Now: e.now.Add(us.Sub(e.us)), Policy: p.cfg, Limits: make([]redlimit.LimitState, len(e.limits)), Cached: true}
 	for i, l := range e.limits {
 		// Each limit counts in its unit from its own instant of the call.
 		wait := max(e.sent.Truncate(l.unit).Add(l.until).Sub(at.Truncate(l.unit)), 0)

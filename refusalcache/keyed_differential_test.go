@@ -194,7 +194,11 @@ func keyTrace(t *testing.T, seed uint64, ref redlimit.PolicyStore, got *refusalc
 					}
 				}
 			}
+			if dg.Cached != hit {
+				fail(step, op+" Cached", hit, dg.Cached)
+			}
 			dr.Policy, dg.Policy = redlimit.PolicyConfig{}, redlimit.PolicyConfig{}
+			dg.Cached = false // the cache's answer is the store's in all else
 			if fmt.Sprint(dr) != fmt.Sprint(dg) {
 				fail(step, op, dr, dg)
 			}

@@ -199,10 +199,11 @@ func (k Keyed) TryAcquire(ctx context.Context, n int64) (Result, error) {
 }
 
 // TryAcquireWait grants n permits, waiting up to maxWait for them; if they
-// cannot be had within that time it refuses at once. A single-limit
-// policy reserves the caller's turn in one round trip, as a Limiter does;
-// with several limits the call waits until the latest limit's retry-after
-// and asks again (algorithm.AcquireAll says why), within maxWait.
+// cannot be had within that time it refuses at once. The caller's turn is
+// reserved in one round trip, as a Limiter's: with several limits, on all
+// of them at one instant, the latest of their earliest
+// (algorithm.AcquireAll), so that later callers queue after it. A caller
+// whose ctx ends before that instant hands all of it back (CancelKey).
 func (k Keyed) TryAcquireWait(ctx context.Context, n int64, maxWait time.Duration) (Result, error) {
 	if maxWait < 0 {
 		return Result{}, &ArgumentError{Arg: "wait", Value: maxWait.String(), Reason: "must not be negative", Kind: ErrInvalidArgument}
@@ -242,58 +243,40 @@ func (k Keyed) acquire(ctx context.Context, n int64, maxWait time.Duration) (Res
 	if p.maxWait >= 0 && (maxWait < 0 || p.maxWait < maxWait) {
 		maxWait, bounded = p.maxWait, true
 	}
-	for {
-		wait := maxWait
-		if dl, ok := ctx.Deadline(); ok {
-			left := max(0, time.Until(dl))
-			if wait < 0 || left < wait {
-				wait, bounded = left, false
-			}
-		}
-		d, err := p.store.AcquireKey(ctx, k.pk(), p.knownPolicy(), n, wait)
-		if err != nil {
-			if errors.Is(err, ErrUnavailable) && p.policy == FailOpen {
-				logFailure(ctx, p.logger, p.clock.Now(), "policy", p.name, err, "FailOpen")
-				return Result{Allowed: true, Degraded: true}, nil
-			}
-			logFailure(ctx, p.logger, p.clock.Now(), "policy", p.name, err, "")
-			return Result{}, err
-		}
-		p.remember(&d.Policy)
-		r := policyResult(&d, p.limitNames(d.Policy.Limits))
-		if d.Granted {
-			if d.Wait <= 0 {
-				return r, nil
-			}
-			return k.sleep(ctx, &d, r, n)
-		}
-		// A multi-limit refusal that waiting can help: wait until the
-		// latest limit's retry-after, within the bound, and ask again.
-		again := len(d.Limits) > 1 && !d.Full && wait != 0 && (wait < 0 || d.Wait <= wait)
-		if !again {
-			if mustGrant {
-				reason := ErrRefused
-				if _, ok := ctx.Deadline(); d.Full {
-					reason = ErrQueueFull
-				} else if ok && !bounded {
-					reason = ErrWouldExceedDeadline
-				}
-				return r, &RefusalError{Reason: reason, RetryAfter: d.Wait}
-			}
-			return r, nil
-		}
-		start := p.clock.Now()
-		fired, stop := p.clock.NewTimer(d.Wait)
-		select {
-		case <-fired:
-		case <-ctx.Done():
-			stop()
-			return Result{}, ctx.Err()
-		}
-		if maxWait > 0 {
-			maxWait = max(0, maxWait-p.clock.Now().Sub(start))
+	wait := maxWait
+	if dl, ok := ctx.Deadline(); ok {
+		left := max(0, time.Until(dl))
+		if wait < 0 || left < wait {
+			wait, bounded = left, false
 		}
 	}
+	d, err := p.store.AcquireKey(ctx, k.pk(), p.knownPolicy(), n, wait)
+	if err != nil {
+		if errors.Is(err, ErrUnavailable) && p.policy == FailOpen {
+			logFailure(ctx, p.logger, p.clock.Now(), "policy", p.name, err, "FailOpen")
+			return Result{Allowed: true, Degraded: true}, nil
+		}
+		logFailure(ctx, p.logger, p.clock.Now(), "policy", p.name, err, "")
+		return Result{}, err
+	}
+	p.remember(&d.Policy)
+	r := policyResult(&d, p.limitNames(d.Policy.Limits))
+	if d.Granted {
+		if d.Wait <= 0 {
+			return r, nil
+		}
+		return k.sleep(ctx, &d, r, n)
+	}
+	if mustGrant {
+		reason := ErrRefused
+		if _, ok := ctx.Deadline(); d.Full {
+			reason = ErrQueueFull
+		} else if ok && !bounded {
+			reason = ErrWouldExceedDeadline
+		}
+		return r, &RefusalError{Reason: reason, RetryAfter: d.Wait}
+	}
+	return r, nil
 }
 
 // sleep waits for a reservation, handing it back if ctx ends first.

@@ -30,11 +30,12 @@ type PolicyStore interface {
 	DeletePolicy(ctx context.Context, name string) (bool, error)
 	// AcquireKey asks for n permits for one key, against every limit of
 	// the policy (algorithm.AcquireAll), waiting at most maxWait
-	// (negative: no bound).
+	// (negative: no bound): a grant after now is a reservation on every
+	// limit at the decision's At.
 	AcquireKey(ctx context.Context, k PolicyKey, known PolicyConfig, n int64, maxWait time.Duration) (PolicyDecision, error)
 	// CancelKey hands back up to n permits of a reservation made for
-	// instant at (a single-limit policy's: only those reserve) and returns
-	// how many were handed back.
+	// instant at, on every limit, and returns the fewest a limit handed
+	// back.
 	CancelKey(ctx context.Context, k PolicyKey, known PolicyConfig, at time.Time, n int64) (int64, error)
 	// ReleaseKey hands back up to n permits granted to the key on every
 	// limit, and returns the fewest handed back by one.

@@ -77,6 +77,13 @@ type State interface {
 	// waiting at most maxWait (Unlimited: no bound). A grant after now is
 	// a reservation that counts from then on and can be handed back.
 	Acquire(now int64, lim Limit, n, maxWait int64) Decision
+	// AcquireAt is Acquire for a request not to be granted before
+	// notBefore: it is granted at the later of notBefore and the instant
+	// Acquire would give it, and reserved then, so that a request against
+	// several limits holds all of them at one instant (AcquireAll).
+	// maxWait bounds the wait until that instant. A notBefore at or before
+	// now is Acquire.
+	AcquireAt(now int64, lim Limit, n, maxWait, notBefore int64) Decision
 	// Cancel hands back up to n permits of a reservation for instant at and
 	// returns how many it handed back.
 	Cancel(now int64, lim Limit, at, n int64) int64

@@ -222,6 +222,27 @@ func (d *Deficit) Cancel(now, at, n int64, leaky bool, lim Limit) int64 {
 	return give / lim.Interval
 }
 
+// Defer books a grant of n permits made at now for instant now+wait, the
+// later of its own instant and one asked for (State.AcquireAt), after
+// Granted booked it: the bucket is charged as if at that instant. The time
+// until then counts as work owed, so that the deficit drains to exactly
+// what the grant leaves at its instant (before it, tokens the bucket would
+// have regained stay unused); the deficit holds no more than maxOwed, the
+// grant's own debt still counted. That work is held (Held), so that once
+// every waiter of the queue has gone the bucket is as if none had asked.
+// before is Owed before the grant's debt was added.
+func (d *Deficit) Defer(wait, before, n int64, lim Limit) {
+	debt := n * lim.Interval
+	target := maxOwed
+	if wait <= (maxOwed-debt)/lim.Rate {
+		target = wait*lim.Rate + debt
+	}
+	if extra := target - (before + debt); extra > 0 {
+		d.Owed += extra
+		d.Held += extra
+	}
+}
+
 // WaitFor is how long until the deficit drains to at most limit.
 func (d Deficit) WaitFor(limit int64, lim Limit) int64 {
 	if d.Owed <= limit {

@@ -21,9 +21,9 @@ type AllDecision struct {
 	// would make the request wait longest (the first of equals, a full
 	// queue before any wait); -1 when granted.
 	Refused int
-	// Wait, in µs: when granted, until the grant (only a single limit
-	// reserves); when refused, the request's retry-after, the latest of
-	// the limits'.
+	// Wait, in µs: when granted, until the grant (0: at once; else every
+	// limit holds a reservation for now+Wait); when refused, the request's
+	// retry-after, the latest of the limits'.
 	Wait int64
 }
 
@@ -34,17 +34,21 @@ type AllDecision struct {
 // its own retry-after). Every part must allow n (Spec.MaxPermits).
 //
 // A single part is its algorithm's Acquire, reservations and all. With
-// several, a request is granted only at once: reserving on every limit at
-// one instant would take each algorithm's rules for a grant at a chosen
-// later instant, which they do not have, and a reservation made at each
-// limit's own earliest instant would let the limits that granted sooner
-// count the permits before they are used. So a request that must wait on
-// any limit is refused with the latest of the limits' waits as its
-// retry-after, charging none, and the caller asks again then (maxWait
-// bounds only a single part's reservation).
+// several, each limit is asked first on a copy (State.Clone), in order,
+// for its earliest instant; the request's instant is the latest of them
+// (rounded up to a whole millisecond when a limit counts in them, so that
+// every limit can hold it), and each limit then reserves it there
+// (State.AcquireAt), on its own state as asked, so that it grants there:
+// all of the request is held at one instant, or none of it. A request
+// that would wait longer than maxWait is refused with the latest of the
+// limits' waits as its retry-after; so is one a full leaky-bucket queue
+// refuses, whatever its wait. Cancelling the reservation on every limit
+// at its instant (State.Cancel) hands it back.
 //
-// The limits are asked first on copies (State.Clone), in order; the
-// states change only when every copy granted at once.
+// The instants a key's requests are granted at never go backwards while
+// no reservation is handed back: the limit that set the latest instant
+// counts the grant at its own earliest, after which none of its own
+// instants is earlier (each algorithm queues first come, first served).
 func AcquireAll(parts []Part, now, n, maxWait int64, out []Decision) AllDecision {
 	if len(parts) == 1 {
 		p := &parts[0]
@@ -63,9 +67,13 @@ func AcquireAll(parts []Part, now, n, maxWait int64, out []Decision) AllDecision
 		return AllDecision{Full: full, Refused: 0, Wait: d.Wait * u}
 	}
 	res := AllDecision{Granted: true, Refused: -1}
+	// at is the request's instant: the latest of the limits' earliest
+	// (a limit in milliseconds grants from the start of one).
+	at, ms := now, false
 	for i := range parts {
 		p := &parts[i]
 		u := p.unit()
+		ms = ms || u > 1
 		t := now / u
 		d := p.State.Clone().Acquire(t, p.Limit, n, Unlimited)
 		wait := d.Wait * u
@@ -76,19 +84,26 @@ func AcquireAll(parts []Part, now, n, maxWait int64, out []Decision) AllDecision
 			}
 			res.Granted, res.Full = false, true
 		case wait > 0 && !res.Full && (res.Refused < 0 || wait > res.Wait):
-			res.Granted, res.Refused = false, i
+			res.Refused = i
 		}
 		res.Wait = max(res.Wait, wait)
+		at = max(at, d.At*u)
 		out[i] = Decision{Wait: d.Wait, Remaining: p.State.Available(t, p.Limit), Now: Later(t, d.Now)}
 	}
-	if !res.Granted {
+	if at > now && ms {
+		at = CeilDiv(at, 1000) * 1000 // an instant of every limit
+	}
+	if res.Full || maxWait != Unlimited && at-now > maxWait {
+		res.Granted = false
 		return res
 	}
-	res.Wait = 0
+	res.Granted, res.Refused, res.Wait = true, -1, at-now
 	for i := range parts {
 		p := &parts[i]
-		// Granted at once, as its copy was: the same state, instant and request.
-		out[i] = p.State.Acquire(now/p.unit(), p.Limit, n, 0)
+		u := p.unit()
+		// Granted at at, as it fits there on the state its copy was
+		// asked on: at its own earliest instant or later.
+		out[i] = p.State.AcquireAt(now/u, p.Limit, n, Unlimited, at/u)
 	}
 	return res
 }

@@ -31,6 +31,14 @@ func (s *concurrency) Acquire(now int64, lim algorithm.Limit, n, _ int64) algori
 	return algorithm.Decision{Granted: true, At: now, Remaining: lim.Rate - s.Held, Now: now}
 }
 
+func (s *concurrency) AcquireAt(now int64, lim algorithm.Limit, n, maxWait, notBefore int64) algorithm.Decision {
+	d := s.Acquire(now, lim, n, maxWait)
+	if d.Granted && notBefore > d.At {
+		d.At, d.Wait = notBefore, notBefore-d.Now // held from now on
+	}
+	return d
+}
+
 func (s *concurrency) Cancel(now int64, _ algorithm.Limit, _, _ int64) int64 { s.at(now); return 0 }
 
 func (s *concurrency) Release(now int64, _ algorithm.Limit, n int64) int64 {

@@ -95,6 +95,7 @@ func TestPolicyDifferential(t *testing.T) {
 	}
 	t.Logf("seeds %d..%d (rerun one with -policy.seed=N -policy.traces=1)", seed, seed+uint64(*policyTraces)-1)
 	var granted, refused, reserved, full, cancelled, released, changed, multiRefused, local int
+	var multiReserved, multiCancelled int // reservations on several limits, and those handed back
 	ctx := context.Background()
 	for i := 0; i < *policyTraces; i++ {
 		s := seed + uint64(i)
@@ -114,9 +115,10 @@ func TestPolicyDifferential(t *testing.T) {
 		}
 		keys := []string{"k0", "k1", "k2"}
 		type resv struct {
-			key string
-			at  time.Time
-			n   int64
+			key   string
+			at    time.Time
+			n     int64
+			multi bool
 		}
 		var resvs []resv
 		fail := func(op string, a, b any) {
@@ -170,7 +172,10 @@ func TestPolicyDifferential(t *testing.T) {
 				case errs[0] != nil:
 				case d.Granted && d.Wait > 0:
 					reserved++
-					resvs = append(resvs, resv{key.Key, d.At, n})
+					if len(d.Limits) > 1 {
+						multiReserved++
+					}
+					resvs = append(resvs, resv{key.Key, d.At, n, len(d.Limits) > 1})
 				case d.Granted:
 					granted++
 				case d.Full:
@@ -204,6 +209,9 @@ func TestPolicyDifferential(t *testing.T) {
 				}
 				if got[0] > 0 {
 					cancelled++
+					if r.multi {
+						multiCancelled++
+					}
 				}
 			case x < 16:
 				n := 1 + rng.Int64N(3)
@@ -244,9 +252,9 @@ func TestPolicyDifferential(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d traces, every answer identical: %d granted, %d reserved, %d refused (%d by several limits, %d by the refusal cache), %d full, %d cancelled, %d released, %d policy changes",
-		*policyTraces, granted, reserved, refused, multiRefused, local, full, cancelled, released, changed)
-	if granted == 0 || reserved == 0 || refused == 0 || multiRefused == 0 || local == 0 || full == 0 || cancelled == 0 || released == 0 || changed == 0 {
+	t.Logf("%d traces, every answer identical: %d granted, %d reserved (%d on several limits), %d refused (%d by several limits, %d by the refusal cache), %d full, %d cancelled (%d on several limits), %d released, %d policy changes",
+		*policyTraces, granted, reserved, multiReserved, refused, multiRefused, local, full, cancelled, multiCancelled, released, changed)
+	if granted == 0 || reserved == 0 || multiReserved == 0 || refused == 0 || multiRefused == 0 || local == 0 || full == 0 || cancelled == 0 || multiCancelled == 0 || released == 0 || changed == 0 {
 		t.Fatal("traces missed a kind of answer")
 	}
 }

@@ -100,7 +100,7 @@ func storedDeficit(v []int64) algorithm.Deficit {
 // and a small driver, testdata/rules_driver.lua, but neither the other
 // algorithms nor the batch loop) to its Go package, algorithm/<name>: random
 // traces of calls at instants of an injected clock, with config changes,
-// run through both, must give the same answer to every call and leave the
+// run through both (acquires also not before an instant, AcquireAt), must give the same answer to every call and leave the
 // same state after it (the Lua's as stored in Redis, read back as the Go
 // State). Where TestDifferential holds the whole store to memstore, this
 // points at the rule that differs.
@@ -133,7 +133,7 @@ func TestRules(t *testing.T) {
 				}
 			}
 			t.Logf("%d traces, every answer and state identical: %+v", *rulesTraces, seen)
-			if seen.Granted == 0 || seen.Refused == 0 || seen.Reserved == 0 || seen.HandedBack == 0 || seen.Forgotten == 0 || seen.Changed == 0 {
+			if seen.Granted == 0 || seen.Refused == 0 || seen.Reserved == 0 || seen.HandedBack == 0 || seen.Forgotten == 0 || seen.Changed == 0 || seen.NotBefore == 0 {
 				t.Fatalf("traces missed a kind of answer: %+v", seen)
 			}
 		})
@@ -143,6 +143,8 @@ func TestRules(t *testing.T) {
 // rulesSeen counts what the traces exercised.
 type rulesSeen struct {
 	Granted, Refused, Reserved, HandedBack, Forgotten, Changed int
+	// NotBefore: grants asked for later than their own instant.
+	NotBefore int
 }
 
 func runRulesTrace(t *testing.T, rdb redis.UniversalClient, sc *redis.Script, alg redlimit.Algorithm, ra rulesAlgorithm, seed uint64, seen *rulesSeen) {
@@ -200,7 +202,7 @@ func runRulesTrace(t *testing.T, rdb redis.UniversalClient, sc *redis.Script, al
 		}
 		forgotten := s.Forgotten(now, algorithm.Limit{})
 		var op string
-		var n, arg, want int64
+		var n, arg, want, notBefore int64
 		var wantD algorithm.Decision
 		switch r := rng.IntN(20); {
 		case r < 10:
@@ -213,7 +215,18 @@ func runRulesTrace(t *testing.T, rdb redis.UniversalClient, sc *redis.Script, al
 			default:
 				arg = rng.Int64N(3 * lim.Interval)
 			}
-			wantD = s.Acquire(now, lim, n, arg)
+			if rng.IntN(3) == 0 {
+				// Not before an instant, before or after now.
+				notBefore = now + rng.Int64N(3*lim.Interval+1) - lim.Interval/2
+				own := s.Clone().Acquire(now, lim, n, algorithm.Unlimited)
+				if own.Granted && notBefore > own.At {
+					seen.NotBefore++
+				}
+			}
+			wantD = s.AcquireAt(now, lim, n, arg, notBefore)
+			if wantD.Granted && wantD.At < notBefore {
+				t.Fatalf("seed %d step %d: granted at %d, asked not before %d", seed, step, wantD.At, notBefore)
+			}
 			if wantD.Granted && wantD.Wait > 0 {
 				reserved, reservedN = append(reserved, wantD), append(reservedN, n)
 			}
@@ -248,7 +261,7 @@ func runRulesTrace(t *testing.T, rdb redis.UniversalClient, sc *redis.Script, al
 			op = "available"
 			want = s.Available(now, lim)
 		}
-		res, err := sc.Run(ctx, rdb, keys, string(alg), lim.Rate, lim.Interval, lim.Burst, lim.Capacity, lim.Since, now, op, n, arg).Slice()
+		res, err := sc.Run(ctx, rdb, keys, string(alg), lim.Rate, lim.Interval, lim.Burst, lim.Capacity, lim.Since, now, op, n, arg, notBefore).Slice()
 		if err != nil {
 			t.Fatalf("seed %d step %d: %s(%d, %d): %v", seed, step, op, n, arg, err)
 		}

@@ -66,12 +66,18 @@ func (s *State) remaining(now int64, lim algorithm.Limit) int64 {
 
 // Acquire implements algorithm.State; n <= lim.Rate.
 func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algorithm.Decision {
+	return s.AcquireAt(now, lim, n, maxWait, 0)
+}
+
+// AcquireAt implements algorithm.State: the request is counted in the
+// window of its instant.
+func (s *State) AcquireAt(now int64, lim algorithm.Limit, n, maxWait, notBefore int64) algorithm.Decision {
 	v := *s // a view: advancing it re-slices, it never writes s's windows
 	now = v.advance(now, lim)
-	at := v.tail(now)
+	at := algorithm.Later(v.tail(now), notBefore)
 	w := algorithm.WindowStart(at, lim.Interval)
 	if v.Windows.Sum(w, w+lim.Interval)+n > lim.Rate {
-		at = algorithm.ByExpiry(w+lim.Interval, now, v.Expiry)
+		at = algorithm.Later(algorithm.ByExpiry(w+lim.Interval, now, v.Expiry), notBefore)
 	}
 	wait := at - now
 	if maxWait != algorithm.Unlimited && wait > maxWait {

@@ -56,9 +56,21 @@ func remaining(d algorithm.Deficit, lim algorithm.Limit) int64 {
 
 // Acquire implements algorithm.State; n <= lim.Capacity.
 func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algorithm.Decision {
+	return s.AcquireAt(now, lim, n, maxWait, 0)
+}
+
+// AcquireAt implements algorithm.State: a grant later than its turn
+// joins the queue at its instant (algorithm.Deficit's Defer), the time
+// until then counting as work ahead of those who come after it. The
+// queue's room is that of the request's own turn.
+func (s *State) AcquireAt(now int64, lim algorithm.Limit, n, maxWait, notBefore int64) algorithm.Decision {
 	d := s.Deficit
 	now = d.Advance(now, lim)
 	wait := ahead(d, lim) // the work ahead must drain first
+	deferred := notBefore-now > wait
+	if deferred {
+		wait = notBefore - now
+	}
 	if room := d.WaitFor((lim.Capacity-n)*lim.Interval, lim); room > 0 || (maxWait != algorithm.Unlimited && wait > maxWait) {
 		// A full queue refuses whatever the wait. The retry-after, as for
 		// every algorithm, is when the request would be granted at once.
@@ -68,6 +80,9 @@ func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algori
 	s.Deficit = d
 	s.Owed += n * lim.Interval
 	s.Granted(now, now+wait)
+	if deferred {
+		s.Defer(wait, d.Owed, n, lim)
+	}
 	s.Settle(lim)
 	return algorithm.Decision{Granted: true, At: now + wait, Wait: wait, Remaining: remaining(s.Deficit, lim), Now: now}
 }

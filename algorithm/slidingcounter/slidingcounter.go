@@ -102,9 +102,16 @@ func (s *State) earliest(t, n int64, lim algorithm.Limit) int64 {
 
 // Acquire implements algorithm.State; n <= lim.Rate.
 func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algorithm.Decision {
+	return s.AcquireAt(now, lim, n, maxWait, 0)
+}
+
+// AcquireAt implements algorithm.State: the first instant at or after
+// notBefore where the request fits.
+func (s *State) AcquireAt(now int64, lim algorithm.Limit, n, maxWait, notBefore int64) algorithm.Decision {
 	v := *s // a view: advancing it re-slices, it never writes s's windows
 	now = v.advance(now, lim)
-	at := algorithm.ByExpiry(v.earliest(algorithm.Later(now, v.Tail), n, lim), now, v.Expiry)
+	start := algorithm.Later(algorithm.Later(now, v.Tail), notBefore)
+	at := algorithm.Later(algorithm.ByExpiry(v.earliest(start, n, lim), now, v.Expiry), notBefore)
 	wait := at - now
 	if maxWait != algorithm.Unlimited && wait > maxWait {
 		// A refusal changes nothing: it can be answered again without asking.

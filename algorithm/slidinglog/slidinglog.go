@@ -135,9 +135,15 @@ func (s *State) earliest(now, n int64, lim Limit) int64 {
 // reservation: it counts from its instant on and can be handed back with
 // Cancel. A refusal leaves the state as it was.
 func (s *State) Acquire(now int64, lim Limit, n, maxWait int64) Decision {
+	return s.AcquireAt(now, lim, n, maxWait, 0)
+}
+
+// AcquireAt is Acquire granting no earlier than notBefore: at the first
+// instant at or after it (and the queue's tail) where n permits fit.
+func (s *State) AcquireAt(now int64, lim Limit, n, maxWait, notBefore int64) Decision {
 	v := *s // a view: advancing it re-slices, it never writes s's entries
 	now = v.advance(now, lim)
-	at := algorithm.ByExpiry(v.earliest(now, n, lim), now, v.Expiry)
+	at := algorithm.Later(algorithm.ByExpiry(v.earliest(algorithm.Later(now, notBefore), n, lim), now, v.Expiry), notBefore)
 	wait := at - now
 	if maxWait != Unlimited && wait > maxWait {
 		// A refusal changes nothing, so that it can be answered again

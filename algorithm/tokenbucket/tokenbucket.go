@@ -65,10 +65,20 @@ func remaining(d algorithm.Deficit, lim algorithm.Limit) int64 {
 
 // Acquire implements algorithm.State; n <= lim.Burst.
 func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algorithm.Decision {
+	return s.AcquireAt(now, lim, n, maxWait, 0)
+}
+
+// AcquireAt implements algorithm.State: a grant later than its own
+// instant is charged at its instant (algorithm.Deficit's Defer).
+func (s *State) AcquireAt(now int64, lim algorithm.Limit, n, maxWait, notBefore int64) algorithm.Decision {
 	d := s.Deficit
 	now = d.Advance(now, lim)
 	after := d.Owed + n*lim.Interval
 	wait := algorithm.Deficit{Owed: after}.WaitFor(lim.Burst*lim.Interval, lim)
+	deferred := notBefore-now > wait
+	if deferred {
+		wait = notBefore - now
+	}
 	if maxWait != algorithm.Unlimited && wait > maxWait {
 		// A refusal changes nothing: it can be answered again without asking.
 		return algorithm.Decision{Wait: wait, Remaining: remaining(d, lim), Now: now}
@@ -76,6 +86,9 @@ func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algori
 	s.Deficit = d
 	s.Owed = after
 	s.Granted(now, now+wait)
+	if deferred {
+		s.Defer(wait, d.Owed, n, lim)
+	}
 	s.Settle(lim)
 	return algorithm.Decision{Granted: true, At: now + wait, Wait: wait, Remaining: remaining(s.Deficit, lim), Now: now}
 }

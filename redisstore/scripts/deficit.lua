@@ -113,6 +113,20 @@ local function deficit_granted(c, d, at)
   end
 end
 
+-- deficit_defer books a grant of n permits for now+wait, later than its
+-- own instant, after deficit_granted (Deficit.Defer): the time until then
+-- is work owed, and held. before is the owed before the grant's debt.
+local function deficit_defer(c, d, wait, before, n)
+  local debt = n * c.interval
+  local target = maxOwed
+  if wait <= floor((maxOwed - debt) / c.rate) then target = wait * c.rate + debt end
+  local extra = target - (before + debt)
+  if extra > 0 then
+    d.Owed = d.Owed + extra
+    d.Held = d.Held + extra
+  end
+end
+
 -- deficit_cancel hands back a reservation of n permits for at and returns
 -- the whole permits handed back (Deficit.Cancel): the last live grant of
 -- the open queue hands back all it held; before that a token bucket hands

@@ -54,10 +54,10 @@ algorithms['fixed-window'] = {
     local now, interval = c.now, c.interval
     local expiry = S.Expiry or 0
     local W = fixedwindow_windows(c, S)
-    local at = later(now, windows_newest(W) or now)
+    local nb = c.notBefore or 0 -- not before it (algorithm.State's AcquireAt)
+    local at = later(later(now, windows_newest(W) or now), nb)
     local w = window_start(at, interval)
-    if windows_sum(W, w, w + interval) + n > c.rate then at = w + interval end
-    at = by_expiry(at, now, expiry)
+    if windows_sum(W, w, w + interval) + n > c.rate then at = later(by_expiry(w + interval, now, expiry), nb) end
     local wait = at - now
     if c.probe or (maxWait >= 0 and wait > maxWait) then
       return reply(c, 0, fixedwindow_remaining(c, W), wait) -- a refusal changes nothing

@@ -22,6 +22,10 @@ algorithms['leaky-bucket'] = {
     local d = deficit_advance(c, S)
     local owed, rate = d.Owed, c.rate
     local wait = ceildiv(owed, rate) -- the work ahead, rounded up to a whole µs
+    -- Not before c.notBefore (algorithm.State's AcquireAt).
+    local nb = (c.notBefore or 0) - c.now
+    local deferred = nb > wait
+    if deferred then wait = nb end
     local limit = (c.capacity - n) * c.interval
     local full = owed > limit and ceildiv(owed - limit, rate) > 0
     if full or c.probe or (maxWait >= 0 and wait > maxWait) then
@@ -29,9 +33,11 @@ algorithms['leaky-bucket'] = {
       if full then code = 2 end -- the queue is full
       return reply(c, code, leakybucket_remaining(c, owed), wait) -- a refusal changes nothing
     end
+    local before = owed
     owed = owed + n * c.interval
     d.Owed = owed
     deficit_granted(c, d, c.now + wait)
+    if deferred then deficit_defer(c, d, wait, before, n) end
     deficit_settle(c, S, d)
     return reply(c, 1, leakybucket_remaining(c, owed), wait)
   end,

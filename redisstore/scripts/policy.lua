@@ -2,8 +2,9 @@
 -- key, every limit of the policy in one run. It is part of the limiter
 -- library (after limiter.lua, whose parse it uses) and runs each limit by
 -- its algorithm's file, as a limiter's state: a request is granted only if
--- every limit grants it, then charged to all of them; a refusal charges
--- none (algorithm.AcquireAll). The policy's config lives in another slot
+-- every limit grants it, then charged to all of them, at once or reserved
+-- on all of them at one instant; a refusal charges none
+-- (algorithm.AcquireAll). A cancel hands a reservation back on every limit. The policy's config lives in another slot
 -- (policyconfig.lua), so the client sends the one it knows with each call.
 --
 -- KEYS[1] the key's state, PREFIX{POLICY%:KEY}, a string with a TTL:
@@ -190,27 +191,38 @@ local function policy_serve(keys, argv, start, injected, res)
         if code == 2 and arg ~= 0 then full = 1 end
       end
     else
-      -- Every limit is asked first without a change (c.probe), in order;
-      -- the one that would make the request wait longest refuses it (the
-      -- first of equals, a full queue before any wait).
+      -- Every limit is asked first without a change (c.probe), in order,
+      -- for its earliest instant; the one that would make the request
+      -- wait longest refuses it, if anything does (the first of equals, a
+      -- full queue before any wait). The request's instant is the latest
+      -- of theirs, a whole ms when a limit counts in ms, and every limit
+      -- reserves it there (c.notBefore): all at one instant, or none.
+      local at, ms = start, false
       for i, c in ipairs(cs) do
+        if c.unit > 1 then ms = true end
         c.probe = true
         local code, _, w = policy_call(c, 'acquire', n, -1)
         c.probe = nil
         if code == 2 then
           if full == 0 or w > wait then refused = i end
           granted, full = 0, 1
-        elseif w > 0 and full == 0 and (refused == 0 or w > wait) then
-          granted, refused = 0, i
+        else
+          if w > 0 and full == 0 and (refused == 0 or w > wait) then refused = i end
+          at = later(at, c.now * c.unit + w)
         end
         wait = later(wait, w)
         local _, v = policy_call(c, 'available', 1, 0)
         rem[i], waits[i] = v, w
       end
-      if granted == 1 then
-        wait = 0
+      if at > start and ms then at = ceildiv(at, 1000) * 1000 end
+      if full == 1 or (arg >= 0 and at - start > arg) then
+        granted = 0
+      else
+        granted, refused, wait = 1, 0, at - start
         for i, c in ipairs(cs) do
-          local _, v, w = policy_call(c, 'acquire', n, 0)
+          c.notBefore = floor(at / c.unit)
+          local _, v, w = policy_call(c, 'acquire', n, -1)
+          c.notBefore = nil
           rem[i], waits[i] = v, w
         end
       end

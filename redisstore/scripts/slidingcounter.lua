@@ -92,7 +92,8 @@ algorithms['sliding-counter'] = {
     local expiry = S.Expiry or 0
     local W = slidingcounter_windows(c, S)
     local tail = slidingcounter_tail(c, S)
-    local at = by_expiry(slidingcounter_earliest(c, W, later(now, tail), n), now, expiry)
+    local nb = c.notBefore or 0 -- not before it (algorithm.State's AcquireAt)
+    local at = later(by_expiry(slidingcounter_earliest(c, W, later(later(now, tail), nb), n), now, expiry), nb)
     local wait = at - now
     if c.probe or (maxWait >= 0 and wait > maxWait) then
       return reply(c, 0, slidingcounter_remaining(c, W, tail), wait) -- a refusal changes nothing

@@ -157,7 +157,8 @@ algorithms['sliding-log'] = {
     -- nothing below whether or not advance drops it.
     local tAt, tPermits = slidinglog_tail(c)
     if c.forgotten then tAt, tPermits = nil, 0 end
-    local at = now
+    local nb = c.notBefore or 0 -- not before it (algorithm.State's AcquireAt)
+    local at = later(now, nb)
     if tAt and tAt > at then at = tAt end
     local need = total + n - rate
     if need > 0 then
@@ -178,7 +179,7 @@ algorithms['sliding-log'] = {
         idx = idx + #chunk
       end
     end
-    at = by_expiry(at, now, expiry)
+    at = later(by_expiry(at, now, expiry), nb)
     local wait = at - now
     if c.probe or (maxWait >= 0 and wait > maxWait) then
       local left = later(rate - total, 0)

@@ -21,13 +21,19 @@ algorithms['token-bucket'] = {
     local limit, owed = c.burst * c.interval, d.Owed + n * c.interval
     local wait = 0
     if owed > limit then wait = ceildiv(owed - limit, c.rate) end
+    -- Not before c.notBefore (algorithm.State's AcquireAt).
+    local nb = (c.notBefore or 0) - c.now
+    local deferred = nb > wait
+    if deferred then wait = nb end
     if c.probe or (maxWait >= 0 and wait > maxWait) then
       return reply(c, 0, tokenbucket_remaining(c, d.Owed), wait) -- a refusal changes nothing
     end
+    local before = d.Owed
     d.Owed = owed
     deficit_granted(c, d, c.now + wait)
+    if deferred then deficit_defer(c, d, wait, before, n) end
     deficit_settle(c, S, d)
-    return reply(c, 1, tokenbucket_remaining(c, owed), wait)
+    return reply(c, 1, tokenbucket_remaining(c, d.Owed), wait)
   end,
 
   cancel = function(c, S, n, at)

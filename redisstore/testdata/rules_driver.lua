@@ -3,7 +3,8 @@
 -- of the other algorithms', nor limiter.lua's batch loop), and run by EVAL.
 -- KEYS[1] the state (a string, as the Overall state is stored: "u last
 --   expiry ..." with no epoch), KEYS[2] the algorithm's list, if it keeps one
--- ARGV algorithm, rate, interval, burst, capacity, since, now, op, n, arg:
+-- ARGV algorithm, rate, interval, burst, capacity, since, now, op, n, arg,
+--   notBefore (acquire: no grant before it, algorithm.State's AcquireAt):
 --   every instant and length in the algorithm's own unit (ms for the
 --   sliding log, µs for the others), as algorithm.Limit has them
 -- Reply: code, value, wait (prelude.lua's reply), the call's now, 1 when the
@@ -13,7 +14,7 @@ floor, fmt = math.floor, string.format
 local impl = assert(algorithms[ARGV[1]], 'no such algorithm')
 local c = {impl = impl, unit = 1, rate = tonumber(ARGV[2]), interval = tonumber(ARGV[3]),
   burst = tonumber(ARGV[4]), capacity = tonumber(ARGV[5]), since = tonumber(ARGV[6]),
-  listKey = KEYS[2], dirty = false, forgotten = false, out = {}}
+  listKey = KEYS[2], dirty = false, forgotten = false, out = {}, notBefore = tonumber(ARGV[11])}
 local now, op, n, arg = tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10])
 if impl.open then impl.open(c) end
 local st = redis.call('GET', KEYS[1])

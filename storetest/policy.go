@@ -20,6 +20,8 @@ import (
 //     it and is then charged to all; a refusal charges none and names the
 //     limit whose retry-after is latest; each limit's Remaining, ResetAfter
 //     and Wait are reported;
+//   - a request that waits reserves on every limit at one instant (later
+//     waiters queue after it) and, cancelled, hands all of it back;
 //   - Release and a cancelled reservation hand permits back;
 //   - SetPolicy's modes, Version and Epoch; DeletePolicy; a caller whose
 //     copy of the policy is stale is decided under the stored one (once
@@ -666,4 +668,91 @@ func normalized(e *env, limits ...redlimit.Config) []redlimit.Config {
 // samePolicy reports whether two stored policies are the same write.
 func samePolicy(a, b redlimit.PolicyConfig) bool {
 	return a.SameLimits(b) && a.Version == b.Version && a.Epoch == b.Epoch
+}
+
+// testPolicyReserveAll: a waiting call on several limits (2 per second,
+// a token bucket, and 5 per 10 seconds, a sliding log) reserves on both
+// at one instant, the latest of theirs; a second waiter queues after it;
+// a refusal charges neither; a waiter that gives up hands both back, so
+// that the next caller has its place.
+func testPolicyReserveAll(e *env) {
+	const s = time.Second
+	ps := e.policyStore()
+	p := e.policy("reserve-all", redlimit.TokenBucketConfig(2, s, 2), redlimit.PerInterval(5, 10*s))
+	k := p.Key("k")
+	pk := redlimit.PolicyKey{Policy: p.Name(), Key: "k"}
+	// Grants at 0s, 0s, 1s, 1s and 2s: the log is full until 10s, when
+	// the first two leave it; the bucket has a token left at 2s.
+	for i, step := range []time.Duration{0, 0, s, 0, s} {
+		e.clock.Advance(step)
+		if r := e.keyTry(k, 1); !r.Allowed {
+			e.t.Fatalf("grant %d: %+v", i, r)
+		}
+	}
+	before := e.keyStatus(k)
+	if before.Limits[0].Remaining != 1 || before.Limits[1].Remaining != 0 {
+		e.t.Fatalf("status at 2s: %+v; want 1 token left and a full log", before)
+	}
+	remaining := func(what string, want ...int64) {
+		e.t.Helper()
+		st := e.keyStatus(k)
+		for i, w := range want {
+			if st.Limits[i].Remaining != w {
+				e.t.Fatalf("%s: limit %d has %d left, want %d (%+v)", what, i, st.Limits[i].Remaining, w, st)
+			}
+		}
+	}
+
+	// Beyond its bound: refused with the latest retry-after, charging none.
+	r, err := k.TryAcquireWait(e.ctx, 1, s)
+	if err != nil || r.Allowed || r.RetryAfter != 8*s {
+		e.t.Fatalf("TryAcquireWait(1s) = %+v, %v; want refused, retry after 8s", r, err)
+	}
+	remaining("after the refusal", 1, 0)
+
+	// A waiter reserves on both at 10s, and gives up: both handed back.
+	ctx, cancel := context.WithCancel(e.ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := k.Acquire(ctx, 1)
+		errc <- err
+	}()
+	e.waitTimers(1)
+	remaining("while a waiter holds 10s", 0, 0)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		e.t.Fatalf("cancelled waiter: %v; want context.Canceled", err)
+	}
+	remaining("after the waiter gave up", 1, 0)
+
+	// The next caller has its place: 10s, on both limits.
+	reserve := func(n int64) redlimit.PolicyDecision {
+		e.t.Helper()
+		d, err := ps.AcquireKey(e.ctx, pk, redlimit.PolicyConfig{}, n, time.Hour)
+		if err != nil || !d.Granted || d.Refused != -1 || !d.At.Equal(d.Now.Add(d.Wait)) || len(d.Limits) != 2 {
+			e.t.Fatalf("reservation of %d: %+v, %v; want granted later", n, d, err)
+		}
+		for i, l := range d.Limits {
+			if l.Wait != d.Wait {
+				e.t.Fatalf("reservation of %d at %v: limit %d waits %v; want every limit at the same instant", n, d.Wait, i, l.Wait)
+			}
+		}
+		return d
+	}
+	first := reserve(1)
+	if first.Wait != 8*s {
+		e.t.Fatalf("first waiter reserved for %v from now; want 8s (at 10s)", first.Wait)
+	}
+	// A second waiter, for 2, queues after it: at 11s, when the log's
+	// grants of 1s leave it.
+	second := reserve(2)
+	if second.Wait != 9*s {
+		e.t.Fatalf("second waiter reserved for %v from now; want 9s (at 11s), after the first's 8s", second.Wait)
+	}
+	// Once the first has had its turn, and before the second's, nobody
+	// else gets in ahead of the second.
+	e.clock.Advance(8*s + time.Millisecond)
+	if r := e.keyTry(k, 1); r.Allowed {
+		e.t.Fatalf("a newcomer at 10.001s: %+v; want refused (the second waiter holds 11s)", r)
+	}
 }

@@ -191,6 +191,7 @@ var cases = []testCase{
 	{name: "PolicyResultPerLimit", needs: needs{Policies: true, ExactRetryAfter: true, Algorithms: []redlimit.Algorithm{redlimit.TokenBucket, redlimit.SlidingLog}}, fn: testPolicyResult},
 	{name: "PolicyLatestRefuses", needs: onLog(needs{Policies: true, ExactRetryAfter: true}), fn: testPolicyLatestRefuses},
 	{name: "PolicyWaitsForEveryLimit", needs: onLog(needs{Policies: true, ExactRetryAfter: true}), fn: testPolicyWaits},
+	{name: "PolicyReservesOnEveryLimit", needs: needs{Policies: true, Reservations: true, ExactRetryAfter: true, Algorithms: []redlimit.Algorithm{redlimit.TokenBucket, redlimit.SlidingLog}}, fn: testPolicyReserveAll},
 	{name: "PolicySetModes", needs: onLog(needs{Policies: true}), fn: testPolicySetModes},
 	{name: "PolicyDelete", needs: onLog(needs{Policies: true}), fn: testPolicyDelete},
 	{name: "PolicyStaleKnown", needs: onLog(needs{Policies: true}), fn: testPolicyStaleKnown},

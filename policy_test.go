@@ -147,8 +147,9 @@ func TestPolicySetLimits(t *testing.T) {
 	}
 }
 
-// A waiting call on a multi-limit policy waits for the latest limit and
-// is granted then; a context that ends first ends it.
+// A waiting call on a multi-limit policy reserves at the latest limit's
+// instant and is granted then; a deadline sooner than that is refused at
+// once, charging nothing.
 func TestPolicyWaitMultiLimit(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	store := memstore.New(memstore.WithTimeSource(clk))
@@ -165,9 +166,10 @@ func TestPolicyWaitMultiLimit(t *testing.T) {
 		done <- r
 	}()
 	clk.WaitForTimers(1, nil)
+	start := clk.Now()
 	clk.Advance(time.Second)
-	if r := <-done; !r.Allowed {
-		t.Fatalf("after waiting: %+v", r)
+	if r := <-done; !r.Allowed || r.Waited != time.Second || !r.At.Equal(start.Add(time.Second)) {
+		t.Fatalf("after waiting: %+v; want granted after a reservation of 1s", r)
 	}
 	// Both of the 10 s limit are spent: a deadline sooner than that is refused at once.
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -175,5 +177,8 @@ func TestPolicyWaitMultiLimit(t *testing.T) {
 	clk.Advance(time.Second)
 	if _, err := k.Acquire(dctx, 1); !errors.Is(err, redlimit.ErrWouldExceedDeadline) {
 		t.Fatalf("wait past the deadline: %v", err)
+	}
+	if st, err := k.Status(ctx); err != nil || st.Limits[0].Remaining != 1 || st.Limits[1].Remaining != 0 {
+		t.Fatalf("status after the refusal: %+v, %v; want the per-second limit untouched", st, err)
 	}
 }

@@ -37,12 +37,16 @@ func FuzzRules(f *testing.F) {
 			switch op % 6 {
 			case 0, 1:
 				wait := []int64{0, algorithm.Unlimited, arg * 3}[op%3]
-				d := s.Acquire(now, lim, n, wait)
-				if d.Now < now || d.Remaining < 0 || d.Remaining > most || d.Wait < 0 {
-					t.Fatalf("Acquire: malformed %+v at %d", d, now)
+				var notBefore int64 // none, or an instant of the next steps
+				if op&8 != 0 {
+					notBefore = now + arg*arg - arg
 				}
-				if d.Granted && (d.At != d.Now+d.Wait || (wait != algorithm.Unlimited && d.Wait > wait)) {
-					t.Fatalf("Acquire(wait %d): grant %+v", wait, d)
+				d := s.AcquireAt(now, lim, n, wait, notBefore)
+				if d.Now < now || d.Remaining < 0 || d.Remaining > most || d.Wait < 0 {
+					t.Fatalf("AcquireAt: malformed %+v at %d", d, now)
+				}
+				if d.Granted && (d.At != d.Now+d.Wait || d.At < notBefore || (wait != algorithm.Unlimited && d.Wait > wait)) {
+					t.Fatalf("AcquireAt(wait %d, not before %d): grant %+v", wait, notBefore, d)
 				}
 				if d.Granted && d.Wait > 0 {
 					reserved = append(reserved, d)

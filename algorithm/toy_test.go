@@ -21,22 +21,22 @@ type concurrency struct{ Held, Last int64 }
 
 func (s *concurrency) at(now int64) int64 { s.Last = algorithm.Later(now, s.Last); return s.Last }
 
-func (s *concurrency) Acquire(now int64, lim algorithm.Limit, n, _ int64) algorithm.Decision {
+func (s *concurrency) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algorithm.Decision {
+	return s.AcquireAt(now, lim, n, maxWait, 0)
+}
+
+func (s *concurrency) AcquireAt(now int64, lim algorithm.Limit, n, maxWait, notBefore int64) algorithm.Decision {
 	now = s.at(now)
 	if s.Held+n > lim.Rate {
 		// No instant can be promised: a refusal, whatever the wait.
 		return algorithm.Decision{Wait: lim.Interval, Remaining: lim.Rate - s.Held, Now: now}
 	}
-	s.Held += n
-	return algorithm.Decision{Granted: true, At: now, Remaining: lim.Rate - s.Held, Now: now}
-}
-
-func (s *concurrency) AcquireAt(now int64, lim algorithm.Limit, n, maxWait, notBefore int64) algorithm.Decision {
-	d := s.Acquire(now, lim, n, maxWait)
-	if d.Granted && notBefore > d.At {
-		d.At, d.Wait = notBefore, notBefore-d.Now // held from now on
+	wait := max(0, notBefore-now)
+	if maxWait != algorithm.Unlimited && wait > maxWait {
+		return algorithm.Decision{Wait: wait, Remaining: lim.Rate - s.Held, Now: now}
 	}
-	return d
+	s.Held += n // held from now on, whenever it is granted
+	return algorithm.Decision{Granted: true, At: now + wait, Wait: wait, Remaining: lim.Rate - s.Held, Now: now}
 }
 
 func (s *concurrency) Cancel(now int64, _ algorithm.Limit, _, _ int64) int64 { s.at(now); return 0 }

@@ -61,8 +61,10 @@ func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algori
 
 // AcquireAt implements algorithm.State: a grant later than its turn
 // joins the queue at its instant (algorithm.Deficit's Defer), the time
-// until then counting as work ahead of those who come after it. The
-// queue's room is that of the request's own turn.
+// until then counting as work ahead of those who come after it, so that
+// they are let out after it, and refused as full while that work is more
+// than the queue holds. The room asked of the request itself is that of
+// its own turn.
 func (s *State) AcquireAt(now int64, lim algorithm.Limit, n, maxWait, notBefore int64) algorithm.Decision {
 	d := s.Deficit
 	now = d.Advance(now, lim)

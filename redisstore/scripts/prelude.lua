@@ -26,6 +26,8 @@
 --   forgotten    the state is past its expiry at now: it counts as empty
 --   dirty        the state changed: write it after the limiter's calls
 --   out          the run's reply, which reply appends to
+--   notBefore    acquire grants no earlier than this instant (in the unit;
+--                nil: none), algorithm.State's AcquireAt (policy.lua)
 --   probe        acquire only answers, changing nothing: code 0 (or 2, a
 --                full queue) and the wait with no bound (policy.lua)
 -- An algorithm may keep more of its own in c (the sliding log its list's

@@ -674,7 +674,7 @@ func samePolicy(a, b redlimit.PolicyConfig) bool {
 // a token bucket, and 5 per 10 seconds, a sliding log) reserves on both
 // at one instant, the latest of theirs; a second waiter queues after it;
 // a refusal charges neither; a waiter that gives up hands both back, so
-// that the next caller has its place.
+// that the next caller has the permit at once.
 func testPolicyReserveAll(e *env) {
 	const s = time.Second
 	ps := e.policyStore()
@@ -710,7 +710,8 @@ func testPolicyReserveAll(e *env) {
 	}
 	remaining("after the refusal", 1, 0)
 
-	// A waiter reserves on both at 10s, and gives up: both handed back.
+	// A waiter reserves on both at 10s, and gives up at 9s: both handed
+	// back, so that at 10s the next caller has the permit at once.
 	ctx, cancel := context.WithCancel(e.ctx)
 	errc := make(chan error, 1)
 	go func() {
@@ -719,13 +720,19 @@ func testPolicyReserveAll(e *env) {
 	}()
 	e.waitTimers(1)
 	remaining("while a waiter holds 10s", 0, 0)
+	e.clock.Advance(7 * s)
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		e.t.Fatalf("cancelled waiter: %v; want context.Canceled", err)
 	}
-	remaining("after the waiter gave up", 1, 0)
+	remaining("at 9s, after the waiter gave up", 2, 0)
+	e.clock.Advance(s)
+	if r := e.keyTry(k, 1); !r.Allowed || r.Limits[0].Remaining != 1 || r.Limits[1].Remaining != 1 {
+		e.t.Fatalf("at 10s: %+v; want granted at once, charged to both", r)
+	}
 
-	// The next caller has its place: 10s, on both limits.
+	// Waiters at 10s reserve on both limits at one instant each, in
+	// order: the log's grants of 1s leave at 11s, that of 2s at 12s.
 	reserve := func(n int64) redlimit.PolicyDecision {
 		e.t.Helper()
 		d, err := ps.AcquireKey(e.ctx, pk, redlimit.PolicyConfig{}, n, time.Hour)
@@ -734,25 +741,21 @@ func testPolicyReserveAll(e *env) {
 		}
 		for i, l := range d.Limits {
 			if l.Wait != d.Wait {
-				e.t.Fatalf("reservation of %d at %v: limit %d waits %v; want every limit at the same instant", n, d.Wait, i, l.Wait)
+				e.t.Fatalf("reservation of %d in %v: limit %d waits %v; want every limit at the same instant", n, d.Wait, i, l.Wait)
 			}
 		}
 		return d
 	}
-	first := reserve(1)
-	if first.Wait != 8*s {
-		e.t.Fatalf("first waiter reserved for %v from now; want 8s (at 10s)", first.Wait)
+	if first := reserve(2); first.Wait != s {
+		e.t.Fatalf("first waiter reserved for %v from now; want 1s (at 11s)", first.Wait)
 	}
-	// A second waiter, for 2, queues after it: at 11s, when the log's
-	// grants of 1s leave it.
-	second := reserve(2)
-	if second.Wait != 9*s {
-		e.t.Fatalf("second waiter reserved for %v from now; want 9s (at 11s), after the first's 8s", second.Wait)
+	if second := reserve(2); second.Wait != 2*s {
+		e.t.Fatalf("second waiter reserved for %v from now; want 2s (at 12s), after the first", second.Wait)
 	}
 	// Once the first has had its turn, and before the second's, nobody
 	// else gets in ahead of the second.
-	e.clock.Advance(8*s + time.Millisecond)
+	e.clock.Advance(s + time.Millisecond)
 	if r := e.keyTry(k, 1); r.Allowed {
-		e.t.Fatalf("a newcomer at 10.001s: %+v; want refused (the second waiter holds 11s)", r)
+		e.t.Fatalf("a newcomer at 11.001s: %+v; want refused (the second waiter holds 12s)", r)
 	}
 }

@@ -116,3 +116,44 @@ func TestPolicyRefusalAnsweredLocally(t *testing.T) {
 		})
 	}
 }
+
+// A waiting call on several limits reserves on all of them in one command
+// (one script run), and its hand-back is one more.
+func TestPolicyReservationOneRoundTrip(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	counter := &commandCounter{}
+	rdb.AddHook(counter)
+	ctx := context.Background()
+	clk := clock.NewFake(storetest.T0)
+	s := newStore(t, rdb, redisstore.WithTimeSource(clk), redisstore.WithPolicyMaxAge(time.Hour))
+	known, _, err := s.SetPolicy(ctx, "api", redlimit.PolicyConfig{Limits: []redlimit.Config{
+		redlimit.TokenBucketConfig(2, time.Second, 2), redlimit.PerInterval(2, 10*time.Second)}}, redlimit.SetResetState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := redlimit.PolicyKey{Policy: "api", Key: "user-1"}
+	for range 2 {
+		if d, err := s.AcquireKey(ctx, k, known, 1, 0); err != nil || !d.Granted || d.Wait != 0 {
+			t.Fatalf("%+v %v", d, err)
+		}
+	}
+	sent := counter.n.Load()
+	d, err := s.AcquireKey(ctx, k, known, 1, time.Hour)
+	if err != nil || !d.Granted || d.Wait != 10*time.Second || d.Limits[0].Wait != d.Wait || d.Limits[1].Wait != d.Wait {
+		t.Fatalf("reservation %+v, %v; want both limits held at 10s", d, err)
+	}
+	if got := counter.n.Load() - sent; got != 1 {
+		t.Fatalf("%d commands for a reservation on two limits; want 1", got)
+	}
+	sent = counter.n.Load()
+	if got, err := s.CancelKey(ctx, k, known, d.At, 1); err != nil || got != 1 {
+		t.Fatalf("CancelKey = %d, %v; want 1", got, err)
+	}
+	if got := counter.n.Load() - sent; got != 1 {
+		t.Fatalf("%d commands for a hand-back on two limits; want 1", got)
+	}
+	st, err := s.StatusKey(ctx, k, known)
+	if err != nil || st.Limits[0].Remaining != 0 || st.Limits[0].ResetAfter != time.Second || st.Limits[1].Remaining != 0 || st.Limits[1].ResetAfter != 10*time.Second {
+		t.Fatalf("status after the hand-back %+v, %v; want the two grants alone", st, err)
+	}
+}

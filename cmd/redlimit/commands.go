@@ -41,6 +41,7 @@ func init() {
 		migrateCmd,
 		simulateCmd,
 		benchCmd,
+		serveCmd,
 		helpCmd,
 		versionCmd,
 	}

@@ -31,6 +31,7 @@
 //	  redlimit simulate  [--traffic steady|bursty|ramp|on-off] [--rate 10] [--interval 1s] [--duration 10s]
 //	                     [--bucket 100ms] [--seed 1] [--svg FILE]
 //	  redlimit bench     [--quick] [--duration 3s] [--callers 1,8,64,256] [--json FILE] [--svg FILE] [--redis URL] ...
+//	  redlimit serve     --rules FILE|DIR [--redis URL] [--grpc 127.0.0.1:8081] [--http 127.0.0.1:8080] [--log-json] ...
 //	  redlimit help      [COMMAND]
 //	  redlimit version   [--json]
 //
@@ -43,6 +44,7 @@
 //	  migrate    turn a Redisson limiter into a native one, permits in use and all
 //	  simulate   run one stream of requests through every algorithm on virtual time
 //	  bench      measure redlimit beside its peers (runs the source tree's bench/ module)
+//	  serve      run the rate-limit service: Envoy's RLS v3 on gRPC, JSON on HTTP, rules in YAML
 //	  help       print this help, or a command's (as 'redlimit COMMAND -h' does)
 //	  version    print the version, and the module version and revision it was built from
 //
@@ -359,6 +361,49 @@
 //	needs the source tree and the Go toolchain, as its peers (redis_rate,
 //	x/time/rate) are not compiled into this command on purpose. Every flag goes
 //	to it; "redlimit bench -h" lists them. See bench/README.md.
+//
+// # redlimit serve
+//
+//	usage: redlimit serve --rules FILE|DIR [--redis URL] [--grpc 127.0.0.1:8081] [--http 127.0.0.1:8080] [--log-json] ...
+//
+//	Runs redlimit's rate-limit service (package serve) until SIGINT or SIGTERM:
+//	Envoy's rate-limit service (RLS v3) on gRPC, and the same request as JSON on
+//	HTTP (POST /json), with the limits of --rules, a file or directory in
+//	envoyproxy/ratelimit's YAML format (reloaded when it changes). The limits
+//	live in Redis with --redis (every instance on it shares them), else in
+//	process memory (one instance). It prints the addresses it listens on, one
+//	line, then logs to stderr (text, or JSON lines with --log-json).
+//
+//	Every flag can also be set in the environment as REDLIMIT_<NAME>, the
+//	flag's name in capitals with '-' as '_' (--max-entries: REDLIMIT_MAX_ENTRIES);
+//	a flag on the command line wins. --redis defaults to $REDLIMIT_REDIS, then
+//	$REDIS_URL.
+//
+//	Flags:
+//	  -all-or-nothing
+//	    	hand back the other descriptors' charges when a request is over a limit
+//	  -fail-open
+//	    	answer OK when the store is unavailable (default: an error, Envoy's failure_mode_deny decides)
+//	  -grpc address
+//	    	address of Envoy's rate-limit service (gRPC); - turns it off (default "127.0.0.1:8081")
+//	  -http address
+//	    	address of the HTTP API (POST /json, /healthz, /readyz, /rules); - turns it off (default "127.0.0.1:8080")
+//	  -log-json
+//	    	log as JSON lines (default: text)
+//	  -max-descriptors int
+//	    	most descriptors in one request (default 64)
+//	  -max-entries int
+//	    	most entries in one descriptor (default 16)
+//	  -max-request-bytes bytes
+//	    	largest gRPC message or HTTP body accepted, in bytes (default 65536)
+//	  -redis URL
+//	    	URL of the Redis keeping the limits, shared by every instance on it (redis://host:6379/0, rediss://, redis+sentinel://, redis+cluster://; default $REDIS_URL); empty: process memory, one instance
+//	  -response-headers
+//	    	add RateLimit-Policy, RateLimit and Retry-After headers to Envoy's answers
+//	  -rules file or directory
+//	    	rules file or directory (envoyproxy/ratelimit YAML plus redlimit's extensions); reloads on change (required)
+//	  -shutdown-timeout duration
+//	    	how long in-flight calls may take to finish at shutdown (default 10s)
 //
 // # redlimit help
 //

@@ -27,9 +27,7 @@ const defaultTimeout = 5 * time.Second
 // It prints nothing itself: parse reports a bad flag in one line and prints
 // the help for -h.
 func (c *cli) flagSet(cmd *command, sf *storeFlags) *flag.FlagSet {
-	fs := flag.NewFlagSet("redlimit "+cmd.name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
+	fs := newFlagSet(cmd)
 	if !cmd.noStore {
 		// $REDIS_URL is read in parse, not shown as a default: it may hold a password.
 		fs.StringVar(&sf.redisURL, "redis", "", "Redis `URL` (default $REDIS_URL): redis://host:6379/0, rediss://, redis+sentinel://, redis+cluster://; empty: an in-memory store that lives as long as the command")
@@ -37,6 +35,15 @@ func (c *cli) flagSet(cmd *command, sf *storeFlags) *flag.FlagSet {
 		fs.DurationVar(&sf.timeout, "timeout", defaultTimeout, "the most connecting to Redis or one call to it may take")
 	}
 	fs.BoolVar(&sf.json, "json", false, "print one JSON object on stdout")
+	return fs
+}
+
+// newFlagSet returns an empty flag set for cmd that prints nothing
+// itself (see flagSet).
+func newFlagSet(cmd *command) *flag.FlagSet {
+	fs := flag.NewFlagSet("redlimit "+cmd.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	return fs
 }
 

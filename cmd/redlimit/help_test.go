@@ -151,7 +151,7 @@ func TestVersionLdflags(t *testing.T) {
 		Version string `json:"version"`
 		Module  string `json:"module"`
 	}
-	if err := json.Unmarshal(out, &got); err != nil || got.Version != "v9.8.7-test" || got.Module != "github.com/redlimit/redlimit" {
+	if err := json.Unmarshal(out, &got); err != nil || got.Version != "v9.8.7-test" || got.Module != "github.com/redlimit/redlimit/cmd/redlimit" {
 		t.Errorf("redlimit version --json built with -X main.version=v9.8.7-test: %s (%v)", out, err)
 	}
 }

@@ -165,9 +165,10 @@ func TestServe(t *testing.T) {
 	}
 }
 
-// TestServeSharesRedis: two instances on one Redis ($REDIS_URL, as the
-// other commands read it) share the limit: 3 a day for an address, the
-// fourth request refused whichever instance it reaches.
+// TestServeSharesRedis: two instances on one Redis (one told by
+// $REDIS_URL, as the other commands read it, one by $REDLIMIT_REDIS) share
+// the limit: 3 a day for an address, the fourth request refused whichever
+// instance it reaches.
 func TestServeSharesRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	rules := filepath.Join(t.TempDir(), "rules.yaml")
@@ -176,9 +177,9 @@ func TestServeSharesRedis(t *testing.T) {
 	if err := os.WriteFile(rules, []byte("domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: day, requests_per_unit: 3, algorithm: sliding-log}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d := envOf(map[string]string{"REDIS_URL": srv.URL()})
-	a := startServe(t, d, "--rules", rules, "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0")
-	b := startServe(t, d, "--rules", rules, "--grpc", "-", "--http", "127.0.0.1:0")
+	a := startServe(t, envOf(map[string]string{"REDIS_URL": srv.URL()}), "--rules", rules, "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0")
+	// REDLIMIT_REDIS, the service's own variable, wins over REDIS_URL.
+	b := startServe(t, envOf(map[string]string{"REDIS_URL": "http://not-this-one", "REDLIMIT_REDIS": srv.URL()}), "--rules", rules, "--grpc", "-", "--http", "127.0.0.1:0")
 	for i, s := range []serving{a, b, a} {
 		if got := s.ask(t, "9.9.9.9"); got != "OK" {
 			t.Fatalf("request %d: %s, want OK", i+1, got)

@@ -386,8 +386,12 @@
 //	    	answer OK when the store is unavailable (default: an error, Envoy's failure_mode_deny decides)
 //	  -grpc address
 //	    	address of Envoy's rate-limit service (gRPC); - turns it off (default "127.0.0.1:8081")
+//	  -heartbeat-ttl duration
+//	    	how long an instance stays in the registry of the instances sharing its Redis (GET /v1/instances) after its last heartbeat; it beats every third of it (default 15s)
 //	  -http address
 //	    	address of the HTTP API (POST /json, /healthz, /readyz, /rules); - turns it off (default "127.0.0.1:8080")
+//	  -key-prefix prefix
+//	    	prefix of serve's own keys in Redis (registry, rules set through the API); keep one {hash tag} for Redis Cluster (default "{redlimit:serve}:")
 //	  -log-json
 //	    	log as JSON lines (default: text)
 //	  -max-descriptors int
@@ -396,6 +400,8 @@
 //	    	most entries in one descriptor (default 16)
 //	  -max-request-bytes bytes
 //	    	largest gRPC message or HTTP body accepted, in bytes (default 65536)
+//	  -metrics
+//	    	serve Prometheus metrics on GET /metrics of the HTTP port (--metrics=false turns them off)
 //	  -redis URL
 //	    	URL of the Redis keeping the limits, shared by every instance on it (redis://host:6379/0, rediss://, redis+sentinel://, redis+cluster://; default $REDIS_URL); empty: process memory, one instance
 //	  -response-headers
@@ -404,6 +410,10 @@
 //	    	rules file or directory (envoyproxy/ratelimit YAML plus redlimit's extensions); reloads on change (required)
 //	  -shutdown-timeout duration
 //	    	how long in-flight calls may take to finish at shutdown (default 10s)
+//	  -tls-cert file
+//	    	certificate file (PEM, chain first): with --tls-key, both ports serve TLS only; read again when it changes
+//	  -tls-key file
+//	    	private key file (PEM) of --tls-cert
 //
 // # redlimit help
 //

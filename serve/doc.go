@@ -7,5 +7,5 @@
 //
 // It is its own Go module so that gRPC, the Envoy protos, YAML and
 // fsnotify never enter the core library's go.mod. Run starts it from a
-// Config; cmd/redlimit-serve is a command around Run.
+// Config; `redlimit serve` (cmd/redlimit) is the command around Run.
 package serve

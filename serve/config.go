@@ -30,6 +30,17 @@ type Config struct {
 	// API live there. Run sets it to its client of Redis; nil: this
 	// instance keeps both to itself.
 	RedisClient redis.UniversalClient
+	// Tokens are the bearer tokens that may write through the API, by
+	// name (what the log and the audit show; the token itself is never
+	// shown). None, and no TokenFile: every write is refused (403).
+	Tokens map[string]string
+	// TokenFile adds the tokens of a file of "name:token" lines ('#'
+	// starts a comment), read by New; a bad file is an error.
+	TokenFile string
+	// RulesPoll is how often an instance checks the version of the rules
+	// set through the API, in case it missed an announcement of a
+	// change; default 1s.
+	RulesPoll time.Duration
 	// GRPCAddr and HTTPAddr are where Run listens; default
 	// "127.0.0.1:8081" and "127.0.0.1:8080". "-" turns one off.
 	GRPCAddr, HTTPAddr string
@@ -100,6 +111,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.RulesPoll <= 0 {
+		c.RulesPoll = time.Second
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 10 * time.Second

@@ -28,6 +28,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", 64<<10, "largest gRPC message or HTTP body accepted, in `bytes`")
 	fs.IntVar(&c.Decide.MaxDescriptors, "max-descriptors", 64, "most descriptors in one request")
 	fs.IntVar(&c.Decide.MaxEntries, "max-entries", 16, "most entries in one descriptor")
+	fs.StringVar(&c.TokenFile, "token-file", "", "`file` of name:token lines, the bearer tokens that may change rules through the API (none: writes are off)")
+	fs.DurationVar(&c.RulesPoll, "rules-poll", time.Second, "how often to check the version of the rules set through the API, bounding how late a missed change takes effect")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may take to finish at shutdown")
 	fs.DurationVar(&c.HeartbeatTTL, "heartbeat-ttl", 15*time.Second, "how long an instance stays in the registry of the instances sharing its Redis (GET /v1/instances) after its last heartbeat; it beats every third of it")
 	fs.StringVar(&c.Prefix, "key-prefix", DefaultPrefix, "`prefix` of serve's own keys in Redis (registry, rules set through the API); keep one {hash tag} for Redis Cluster")

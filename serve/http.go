@@ -44,6 +44,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.HandleFunc("GET /rules", s.handleRules)
 	s.extraRoutes(mux) // GET /v1/instances, GET /metrics
+	s.apiRoutes(mux)   // the /v1/ API (apirules.go)
 	return mux
 }
 
@@ -143,7 +144,7 @@ func (s *Server) handleRules(w http.ResponseWriter, _ *http.Request) {
 	}
 	views := []ruleView{}
 	for _, r := range set.Rules() {
-		v := ruleView{Domain: r.Domain, Path: r.Path, Name: r.Name, Unlimited: r.Unlimited, Blocked: r.Blocked, ShadowMode: r.ShadowMode, Replaces: r.Replaces, Source: "file " + r.File + ":" + strconv.Itoa(r.Line)}
+		v := ruleView{Domain: r.Domain, Path: r.Path, Name: r.Name, Unlimited: r.Unlimited, Blocked: r.Blocked, ShadowMode: r.ShadowMode, Replaces: r.Replaces, Source: sourceOf(r)}
 		for _, l := range r.Limits {
 			v.Limits = append(v.Limits, limitView{Name: l.Name, Limit: redlimit.LimitName(l.Config)})
 		}

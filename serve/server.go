@@ -33,6 +33,7 @@ type Server struct {
 	watching   chan struct{}
 	lastErr    atomic.Pointer[error]
 	failures   atomic.Int64
+	api        apiRules // the rules set through the API (apirules.go)
 
 	extras // registry, TLS, metrics
 }
@@ -57,15 +58,19 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, dec: dec, watching: make(chan struct{}), extras: x}
 	s.extras.setup(s)
+	if err := s.initAPI(); err != nil {
+		return nil, err
+	}
 	set, err := rules.Load(cfg.Rules)
 	if err != nil {
 		return nil, err
 	}
-	if err := dec.SetRules(ctx, set); err != nil {
+	if err := s.setFileRules(ctx, set); err != nil {
 		return nil, err
 	}
 	s.lastDigest = set.Digest
 	cfg.Logger.Info("redlimit serve: rules loaded", "rules", cfg.Rules, "domains", set.Domains(), "digest", short(set.Digest))
+	s.reportSync(ctx, s.syncAPI(ctx, true)) // else the file's alone, until the store answers
 	return s, nil
 }
 
@@ -109,13 +114,13 @@ func (s *Server) Reload(ctx context.Context) error {
 	}
 	if err == nil {
 		s.lastDigest = set.Digest
-		if err = s.dec.SetRules(ctx, set); err != nil {
+		if err = s.setFileRules(ctx, set); err != nil {
 			s.lastDigest = "" // the store failed: try again at the next event
 		}
 	}
 	if err == nil {
 		s.lastErr.Store(nil)
-		added, changed, removed := diff(old, set)
+		added, changed, removed := diff(old, s.dec.Rules())
 		s.cfg.Logger.Info("redlimit serve: rules reloaded", "rules", s.cfg.Rules, "domains", set.Domains(), "digest", short(digest), "added", added, "changed", changed, "removed", removed)
 	} else {
 		s.lastErr.Store(&err)
@@ -207,6 +212,7 @@ func (s *Server) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 	watching := make(chan error, 1)
 	wg.Go(func() { watching <- s.watch(ctx) })
 	leave := s.startRegistry(ctx, grpcLis, httpLis)
+	wg.Go(func() { s.followAPI(ctx) })
 
 	var err error
 	select {

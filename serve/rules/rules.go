@@ -163,6 +163,9 @@ type Rule struct {
 	// File and Line say where the rule was written.
 	File string
 	Line int
+	// API: the rule was set through the service's API (Compile), not
+	// read from a file; File and Line are then empty.
+	API bool
 }
 
 // Names returns the names of the rule's limits that are not empty.

@@ -1,0 +1,126 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/serve/rules"
+)
+
+// keyView is one key's state as GET /v1/keys shows it.
+type keyView struct {
+	Domain     string        `json:"domain"`
+	Descriptor []rules.Entry `json:"descriptor"`
+	// Rule is the rule the descriptor matches, null when none does.
+	Rule *apiRuleView `json:"rule"`
+	// Allowed: a request of one hit would be granted now.
+	Allowed      bool           `json:"allowed"`
+	Remaining    *int64         `json:"remaining,omitempty"`
+	ResetMS      int64          `json:"reset_ms"`
+	RetryAfterMS int64          `json:"retry_after_ms,omitempty"`
+	Limits       []keyLimitView `json:"limits"`
+	// Summary says the state in words.
+	Summary string `json:"summary"`
+}
+
+type keyLimitView struct {
+	Name         string `json:"name"`
+	Limit        int64  `json:"limit"`
+	Remaining    int64  `json:"remaining"`
+	ResetMS      int64  `json:"reset_ms"`
+	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+}
+
+// parseDescriptor reads "k1=v1,k2=v2" (a key alone has an empty value).
+func parseDescriptor(q string) ([]rules.Entry, error) {
+	if q == "" {
+		return nil, errors.New("missing: give descriptor=key=value,key2=value2")
+	}
+	var out []rules.Entry
+	for i, part := range strings.Split(q, ",") {
+		k, v, _ := strings.Cut(part, "=")
+		if k == "" {
+			return nil, fmt.Errorf("entry %d has an empty key", i)
+		}
+		out = append(out, rules.Entry{Key: k, Value: v})
+	}
+	return out, nil
+}
+
+// handleKey answers GET /v1/keys/{domain}?descriptor=k1=v1,k2=v2: the
+// state of the key that descriptor has under its rule, charging nothing.
+func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
+	domain := r.PathValue("domain")
+	entries, err := parseDescriptor(r.URL.Query().Get("descriptor"))
+	if err != nil {
+		problemField(w, http.StatusBadRequest, "descriptor", "descriptor: "+err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	rule, res, err := s.dec.Inspect(ctx, domain, entries)
+	if err != nil {
+		code := http.StatusServiceUnavailable
+		if errors.Is(err, redlimit.ErrInvalidArgument) {
+			code = http.StatusBadRequest
+		}
+		problem(w, code, err.Error())
+		return
+	}
+	out := keyView{Domain: domain, Descriptor: entries, Allowed: true, Limits: []keyLimitView{}}
+	desc := describe(entries)
+	switch {
+	case rule == nil:
+		out.Summary = fmt.Sprintf("No rule of domain %q matches %s: its requests are not limited.", domain, desc)
+		writeJSON(w, http.StatusOK, out)
+		return
+	case rule.Unlimited:
+		out.Summary = fmt.Sprintf("%s matches rule %s, which is unlimited: every request is granted.", desc, rule.Path)
+	case rule.Blocked:
+		out.Allowed = false
+		out.Summary = fmt.Sprintf("%s matches rule %s, which refuses every request.", desc, rule.Path)
+	default:
+		out.Allowed = res.Allowed
+		rem := res.Remaining
+		out.Remaining = &rem
+		out.ResetMS, out.RetryAfterMS = res.ResetAfter.Milliseconds(), res.RetryAfter.Milliseconds()
+		var parts []string
+		for _, l := range res.Limits {
+			out.Limits = append(out.Limits, keyLimitView{Name: l.Name, Limit: l.Config.MaxPermits(), Remaining: l.Remaining, ResetMS: l.ResetAfter.Milliseconds(), RetryAfterMS: l.RetryAfter.Milliseconds()})
+			p := fmt.Sprintf("%d of %d left under %s", l.Remaining, l.Config.MaxPermits(), l.Name)
+			if l.ResetAfter > 0 {
+				p += ", whole again in " + l.ResetAfter.Round(time.Millisecond).String()
+			}
+			parts = append(parts, p)
+		}
+		verdict := "a request now would be granted"
+		if !res.Allowed {
+			verdict = "a request now would be refused"
+			if res.RetryAfter > 0 {
+				verdict += ", granted again in " + res.RetryAfter.Round(time.Millisecond).String()
+			}
+		}
+		out.Summary = fmt.Sprintf("%s (rule %s): %s; %s.", desc, rule.Path, strings.Join(parts, "; "), verdict)
+		if rule.ShadowMode && !res.Allowed {
+			out.Summary += " The rule is in shadow mode: it would be answered OK all the same."
+		}
+	}
+	s.api.mu.Lock()
+	v := s.view(rule)
+	s.api.mu.Unlock()
+	out.Rule = &v
+	writeJSON(w, http.StatusOK, out)
+}
+
+func describe(entries []rules.Entry) string {
+	parts := make([]string, len(entries))
+	for i, e := range entries {
+		parts[i] = e.Key + "=" + e.Value
+	}
+	return "Key " + strings.Join(parts, ",")
+}

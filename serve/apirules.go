@@ -164,7 +164,9 @@ func (s *Server) followAPI(ctx context.Context) {
 	for {
 		// First a check: a change made before the subscription is
 		// not announced to it.
-		s.reportSync(ctx, s.syncAPI(ctx, false))
+		sctx, cancel := context.WithTimeout(ctx, syncTimeout)
+		s.reportSync(ctx, s.syncAPI(sctx, false))
+		cancel()
 		select {
 		case <-ctx.Done():
 			return
@@ -411,18 +413,13 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, action string, re
 		return
 	}
 	s.cfg.Logger.Info("redlimit serve: rule changed through the API", "action", action, "token", rec.By, "domain", rec.Domain, "path", rec.Path)
-	if err := s.syncAPI(r.Context(), true); err != nil {
+	// In force here before the answer, even if the caller has gone.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), syncTimeout)
+	defer cancel()
+	if err := s.syncAPI(ctx, true); err != nil {
 		problem(w, http.StatusServiceUnavailable, "the change is stored but not yet in force here (it will be at the next check): "+err.Error())
 		return
 	}
-	out := map[string]any{"version": s.RulesVersion()}
-	s.api.mu.Lock()
-	if cur := s.ruleAt(rec.Domain, rec.Path); cur != nil {
-		out["rule"] = s.view(cur)
-	} else {
-		out["rule"] = nil
-	}
-	s.api.mu.Unlock()
 	var oldRec *apiRecord
 	if old != "" {
 		var o apiRecord
@@ -430,9 +427,29 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, action string, re
 			oldRec = &o
 		}
 	}
-	out["old"] = oldRec
-	writeJSON(w, http.StatusOK, out)
+	s.api.mu.Lock()
+	var cur *apiRuleView
+	if r := s.ruleAt(rec.Domain, rec.Path); r != nil {
+		v := s.view(r)
+		cur = &v
+	}
+	s.api.mu.Unlock()
+	version := s.RulesVersion()
+	if put && cur != nil {
+		// The rule set, as GET /v1/rules shows it, and the version.
+		writeJSON(w, http.StatusOK, struct {
+			apiRuleView
+			Version  string     `json:"version"`
+			Previous *apiRecord `json:"previous"`
+		}{*cur, version, oldRec})
+		return
+	}
+	// The rule in force now (the file's, or none) and the one removed.
+	writeJSON(w, http.StatusOK, map[string]any{"version": version, "rule": cur, "removed": oldRec})
 }
+
+// syncTimeout bounds one reading of the rules set through the API.
+const syncTimeout = 10 * time.Second
 
 // readBody reads r's body within MaxRequestBytes, or answers 413 or 400.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {

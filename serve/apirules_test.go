@@ -132,8 +132,8 @@ func TestAPIRulesAcrossInstances(t *testing.T) {
 	if code != http.StatusOK || out["version"] != a.srv.RulesVersion() || out["version"] == fileVersion {
 		t.Fatalf("PUT: %d %v", code, out)
 	}
-	if rule := out["rule"].(map[string]any); rule["source"] != "api" || rule["set_by"] != "alice" || rule["name"] != "per-ip" {
-		t.Fatalf("PUT answer's rule: %v", rule)
+	if out["source"] != "api" || out["set_by"] != "alice" || out["name"] != "per-ip" || out["previous"] != nil {
+		t.Fatalf("PUT answer's rule: %v", out)
 	}
 	// In force on B: the count goes on under the new limit.
 	waitVersion(t, b.srv, a.srv.RulesVersion())
@@ -195,7 +195,7 @@ func TestAPIRulesAcrossInstances(t *testing.T) {
 
 	// Removing it on A brings the file's rule back on B.
 	code, _, out = do(t, "DELETE", "http://"+a.httpAddr+"/v1/rules/edge/remote_address", aliceToken, "")
-	if code != http.StatusOK || out["rule"].(map[string]any)["source"] != "file" {
+	if code != http.StatusOK || out["rule"].(map[string]any)["source"] != "file" || out["removed"].(map[string]any)["by"] != "alice" {
 		t.Fatalf("DELETE: %d %v", code, out)
 	}
 	waitVersion(t, b.srv, a.srv.RulesVersion())
@@ -316,6 +316,10 @@ func TestAPIRulesMemory(t *testing.T) {
 	if l, r := remaining(t, c, "10.0.0.1"); l != 10 || r != 9 {
 		t.Fatalf("API rule: limit %d remaining %d", l, r)
 	}
+	code, _, out = do(t, "PUT", "http://"+ts.httpAddr+"/v1/rules/edge/remote_address", bobToken, `{"limits":[{"rate":20,"interval":"1m"}]}`)
+	if prev := out["previous"].(map[string]any); code != http.StatusOK || prev["by"] != "alice" || out["set_by"] != "bob" {
+		t.Fatalf("second PUT: %d %v", code, out)
+	}
 	code, _, out = do(t, "DELETE", "http://"+ts.httpAddr+"/v1/rules/edge/remote_address", aliceToken, "")
 	if code != http.StatusOK || ts.srv.RulesVersion() != before {
 		t.Fatalf("DELETE: %d %v; version %s, want %s", code, out, ts.srv.RulesVersion(), before)
@@ -324,7 +328,7 @@ func TestAPIRulesMemory(t *testing.T) {
 		t.Fatalf("file rule back: limit %d", l)
 	}
 	_, _, audit := do(t, "GET", "http://"+ts.httpAddr+"/v1/audit", "", "")
-	if recs := audit["records"].([]any); len(recs) != 2 || recs[0].(map[string]any)["action"] != "delete" {
+	if recs := audit["records"].([]any); len(recs) != 3 || recs[0].(map[string]any)["action"] != "delete" || recs[1].(map[string]any)["old"].(map[string]any)["by"] != "alice" {
 		t.Fatalf("audit: %v", audit)
 	}
 }

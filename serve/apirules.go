@@ -320,10 +320,6 @@ func (s *Server) ruleAt(domain, path string) *rules.Rule {
 	return nil
 }
 
-// maxDomainLen bounds a domain named through the API, so that its rules'
-// policy names stay within redlimit's bound.
-const maxDomainLen = 100
-
 func (s *Server) handlePutRule(w http.ResponseWriter, r *http.Request) {
 	who, ok := s.authorize(w, r)
 	if !ok {
@@ -343,10 +339,6 @@ func (s *Server) handlePutRule(w http.ResponseWriter, r *http.Request) {
 	}
 	if dec.More() {
 		problemField(w, http.StatusBadRequest, "", "the body holds more than one JSON value")
-		return
-	}
-	if len(domain) > maxDomainLen {
-		problemField(w, http.StatusBadRequest, "domain", fmt.Sprintf("is %d bytes, at most %d allowed", len(domain), maxDomainLen))
 		return
 	}
 	if _, err := rules.Compile(domain, path, spec); err != nil {

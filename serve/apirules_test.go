@@ -250,7 +250,7 @@ func redisInstance(t *testing.T, rs *redistest.Server, cfg serve.Config) *testSe
 
 // waitSubscribers waits until n instances listen for the announcements
 // of changes.
-func waitSubscribers(t *testing.T, rs *redistest.Server, n int64) {
+func waitSubscribers(t testing.TB, rs *redistest.Server, n int64) {
 	t.Helper()
 	rdb := rs.Client(t)
 	deadline := time.Now().Add(30 * time.Second) // a failure bound, not a wait
@@ -410,7 +410,7 @@ func TestAPIRulesBadInput(t *testing.T) {
 		t.Errorf("oversize body: %d %v", code, out)
 	}
 	code, _, out = do(t, "PUT", "http://"+ts.httpAddr+"/v1/rules/"+strings.Repeat("d", 101)+"/k", aliceToken, `{"unlimited":true}`)
-	if code != http.StatusBadRequest || out["field"] != "domain" {
+	if detail, _ := out["detail"].(string); code != http.StatusBadRequest || out["field"] != "domain" || !strings.Contains(detail, "at most 100") {
 		t.Errorf("long domain: %d %v", code, out)
 	}
 	if code, _, out := do(t, "GET", "http://"+ts.httpAddr+"/v1/audit?limit=0", "", ""); code != http.StatusBadRequest || out["field"] != "limit" {
@@ -492,5 +492,35 @@ func TestTokenFile(t *testing.T) {
 	}
 	if _, err := serve.New(t.Context(), serve.Config{Rules: "testdata/edge.yaml", TokenFile: filepath.Join(dir, "missing")}); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestAPIRulesOnCluster: the API's keys share one slot, so the write
+// script runs on a Redis Cluster, and its announcement reaches an
+// instance subscribed through another node.
+func TestAPIRulesOnCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	replace(t, file, apiRulesFile)
+	instance := func() *testServer {
+		rdb := cl.Client(t)
+		store, err := redisstore.New(rdb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		return start(t, serve.Config{Rules: file, Store: store, RedisClient: rdb, Tokens: testTokens})
+	}
+	a, b := instance(), instance()
+	code, _, out := do(t, "PUT", "http://"+a.httpAddr+"/v1/rules/edge/remote_address", aliceToken, `{"limits":[{"algorithm":"token-bucket","rate":6,"interval":"1h"}]}`)
+	if code != http.StatusOK {
+		t.Fatalf("PUT: %d %v", code, out)
+	}
+	waitVersion(t, b.srv, a.srv.RulesVersion())
+	if l, r := remaining(t, rlsClient(t, b.grpcAddr), "10.0.0.1"); l != 6 || r != 5 {
+		t.Fatalf("on B: limit %d remaining %d", l, r)
+	}
+	if _, _, audit := do(t, "GET", "http://"+b.httpAddr+"/v1/audit", "", ""); len(audit["records"].([]any)) != 1 {
+		t.Fatalf("audit: %v", audit)
 	}
 }

@@ -70,7 +70,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.lastDigest = set.Digest
 	cfg.Logger.Info("redlimit serve: rules loaded", "rules", cfg.Rules, "domains", set.Domains(), "digest", short(set.Digest))
-	s.reportSync(ctx, s.syncAPI(ctx, true)) // else the file's alone, until the store answers
+	sctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	s.reportSync(ctx, s.syncAPI(sctx, true)) // else the file's alone, until the store answers
 	return s, nil
 }
 

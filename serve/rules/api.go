@@ -45,6 +45,9 @@ func Compile(domain, path string, spec Spec) (*Rule, error) {
 	if domain == "" {
 		return nil, &Error{File: file, Field: "domain", Reason: "must not be empty"}
 	}
+	if len(domain) > MaxAPIDomain {
+		return nil, &Error{File: file, Field: "domain", Reason: fmt.Sprintf("is %d bytes, at most %d allowed", len(domain), MaxAPIDomain)}
+	}
 	if _, err := ParsePath(path); err != nil {
 		return nil, err
 	}
@@ -84,6 +87,11 @@ func Compile(domain, path string, spec Spec) (*Rule, error) {
 	}
 	return r, nil
 }
+
+// MaxAPIDomain bounds the domain of a rule Compile makes, so that the
+// names the service gives its rules' policies stay within redlimit's
+// bound with the longest path.
+const MaxAPIDomain = 100
 
 // maxAPILimits is redlimit.MaxLimits, the most one policy holds.
 const maxAPILimits = 16

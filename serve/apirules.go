@@ -214,7 +214,7 @@ func (s *Server) apiRoutes(mux *http.ServeMux) {
 type apiRuleView struct {
 	Domain     string         `json:"domain"`
 	Path       string         `json:"path"`
-	Descriptor []rules.Entry  `json:"descriptor"`
+	Descriptor []entryView    `json:"descriptor"`
 	Name       string         `json:"name,omitempty"`
 	Limits     []apiLimitView `json:"limits"`
 	Unlimited  bool           `json:"unlimited"`
@@ -231,6 +231,20 @@ type apiRuleView struct {
 	SetAt *time.Time `json:"set_at,omitempty"`
 	// Overrides: the file's rule an API rule stands in for.
 	Overrides *fileRef `json:"overrides,omitempty"`
+}
+
+// entryView is a descriptor's entry as the API shows it.
+type entryView struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+func entriesView(entries []rules.Entry) []entryView {
+	out := make([]entryView, len(entries))
+	for i, e := range entries {
+		out[i] = entryView{e.Key, e.Value}
+	}
+	return out
 }
 
 type fileRef struct {
@@ -252,10 +266,8 @@ type apiLimitView struct {
 func (s *Server) view(r *rules.Rule) apiRuleView {
 	v := apiRuleView{Domain: r.Domain, Path: r.Path, Name: r.Name, Limits: []apiLimitView{}, Unlimited: r.Unlimited, Blocked: r.Blocked,
 		ShadowMode: r.ShadowMode, QuotaMode: r.QuotaMode, Replaces: r.Replaces, Source: "file", File: r.File, Line: r.Line}
-	v.Descriptor, _ = rules.ParsePath(r.Path)
-	if v.Descriptor == nil {
-		v.Descriptor = []rules.Entry{}
-	}
+	entries, _ := rules.ParsePath(r.Path)
+	v.Descriptor = entriesView(entries)
 	for _, l := range r.Limits {
 		c := l.Config
 		v.Limits = append(v.Limits, apiLimitView{Name: l.Name, Algorithm: string(c.Algorithm), Rate: c.Rate, Interval: c.Interval.String(), Burst: c.Burst, Capacity: c.Capacity, Limit: redlimit.LimitName(c)})

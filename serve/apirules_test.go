@@ -151,7 +151,7 @@ func TestAPIRulesAcrossInstances(t *testing.T) {
 		t.Fatalf("GET /v1/rules version %v", list["version"])
 	}
 	rule := findRule(t, list, "edge", "remote_address")
-	if rule["source"] != "api" || rule["set_by"] != "alice" || rule["overrides"].(map[string]any)["line"] != 3.0 {
+	if rule["source"] != "api" || rule["set_by"] != "alice" || rule["overrides"].(map[string]any)["line"] != 3.0 || rule["descriptor"].([]any)[0].(map[string]any)["key"] != "remote_address" {
 		t.Fatalf("API rule: %v", rule)
 	}
 	if l := rule["limits"].([]any)[0].(map[string]any); l["algorithm"] != "token-bucket" || l["rate"] != 5.0 || l["interval"] != "1h0m0s" || l["limit"] == "" {
@@ -448,7 +448,11 @@ func TestAPIKeys(t *testing.T) {
 	if code, _, out := do(t, "GET", "http://"+ts.httpAddr+"/v1/keys/edge?descriptor=nothing=here", "", ""); code != http.StatusOK || out["rule"] != nil || !strings.Contains(out["summary"].(string), "No rule") {
 		t.Fatalf("no rule: %d %v", code, out)
 	}
-	for _, q := range []string{"", "=v", "a=1,,b=2"} {
+	// Escaped: a ',' and '=' in a value.
+	if _, _, out := do(t, "GET", "http://"+ts.httpAddr+"/v1/keys/edge?descriptor=remote_address=a%2Cb%3Dc", "", ""); out["descriptor"].([]any)[0].(map[string]any)["value"] != "a,b=c" {
+		t.Fatalf("escaped: %v", out)
+	}
+	for _, q := range []string{"", "=v", "a=1,,b=2", "a=%zz"} {
 		if code, _, out := do(t, "GET", "http://"+ts.httpAddr+"/v1/keys/edge?descriptor="+q, "", ""); code != http.StatusBadRequest || out["field"] != "descriptor" {
 			t.Fatalf("descriptor %q: %d %v", q, code, out)
 		}

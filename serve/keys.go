@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -14,8 +15,8 @@ import (
 
 // keyView is one key's state as GET /v1/keys shows it.
 type keyView struct {
-	Domain     string        `json:"domain"`
-	Descriptor []rules.Entry `json:"descriptor"`
+	Domain     string      `json:"domain"`
+	Descriptor []entryView `json:"descriptor"`
 	// Rule is the rule the descriptor matches, null when none does.
 	Rule *apiRuleView `json:"rule"`
 	// Allowed: a request of one hit would be granted now.
@@ -36,15 +37,22 @@ type keyLimitView struct {
 	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
 }
 
-// parseDescriptor reads "k1=v1,k2=v2" (a key alone has an empty value).
-func parseDescriptor(q string) ([]rules.Entry, error) {
-	if q == "" {
+// parseDescriptor reads the raw (still URL-escaped) query value
+// "k1=v1,k2=v2": a key alone has an empty value; a ',' or '=' within a
+// key or value is sent escaped (%2C, %3D).
+func parseDescriptor(raw string) ([]rules.Entry, error) {
+	if raw == "" {
 		return nil, errors.New("missing: give descriptor=key=value,key2=value2")
 	}
 	var out []rules.Entry
-	for i, part := range strings.Split(q, ",") {
-		k, v, _ := strings.Cut(part, "=")
-		if k == "" {
+	for i, part := range strings.Split(raw, ",") {
+		rk, rv, _ := strings.Cut(part, "=")
+		k, err1 := url.QueryUnescape(rk)
+		v, err2 := url.QueryUnescape(rv)
+		switch {
+		case err1 != nil || err2 != nil:
+			return nil, fmt.Errorf("entry %d: a bad %%XX escape", i)
+		case k == "":
 			return nil, fmt.Errorf("entry %d has an empty key", i)
 		}
 		out = append(out, rules.Entry{Key: k, Value: v})
@@ -52,11 +60,22 @@ func parseDescriptor(q string) ([]rules.Entry, error) {
 	return out, nil
 }
 
+// rawQuery returns the first value of name in a raw query, unescaped
+// only as far as the name.
+func rawQuery(query, name string) string {
+	for _, kv := range strings.Split(query, "&") {
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			return v
+		}
+	}
+	return ""
+}
+
 // handleKey answers GET /v1/keys/{domain}?descriptor=k1=v1,k2=v2: the
 // state of the key that descriptor has under its rule, charging nothing.
 func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 	domain := r.PathValue("domain")
-	entries, err := parseDescriptor(r.URL.Query().Get("descriptor"))
+	entries, err := parseDescriptor(rawQuery(r.URL.RawQuery, "descriptor"))
 	if err != nil {
 		problemField(w, http.StatusBadRequest, "descriptor", "descriptor: "+err.Error())
 		return
@@ -72,7 +91,7 @@ func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 		problem(w, code, err.Error())
 		return
 	}
-	out := keyView{Domain: domain, Descriptor: entries, Allowed: true, Limits: []keyLimitView{}}
+	out := keyView{Domain: domain, Descriptor: entriesView(entries), Allowed: true, Limits: []keyLimitView{}}
 	desc := describe(entries)
 	switch {
 	case rule == nil:

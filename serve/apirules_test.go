@@ -448,6 +448,10 @@ func TestAPIKeys(t *testing.T) {
 	if code, _, out := do(t, "GET", "http://"+ts.httpAddr+"/v1/keys/edge?descriptor=nothing=here", "", ""); code != http.StatusOK || out["rule"] != nil || !strings.Contains(out["summary"].(string), "No rule") {
 		t.Fatalf("no rule: %d %v", code, out)
 	}
+	// Named limits are shown by their names.
+	if _, _, out := do(t, "GET", "http://"+ts.httpAddr+"/v1/keys/edge?descriptor=tenant=acme", "", ""); out["limits"].([]any)[0].(map[string]any)["name"] != "per-second" || !strings.Contains(out["summary"].(string), "2 of 2 left under per-second (2/1s") {
+		t.Fatalf("named limits: %v", out)
+	}
 	// Escaped: a ',' and '=' in a value.
 	if _, _, out := do(t, "GET", "http://"+ts.httpAddr+"/v1/keys/edge?descriptor=remote_address=a%2Cb%3Dc", "", ""); out["descriptor"].([]any)[0].(map[string]any)["value"] != "a,b=c" {
 		t.Fatalf("escaped: %v", out)

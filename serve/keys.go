@@ -30,6 +30,7 @@ type keyView struct {
 }
 
 type keyLimitView struct {
+	// Name is the limit's name in the rule, else its LimitName.
 	Name         string `json:"name"`
 	Limit        int64  `json:"limit"`
 	Remaining    int64  `json:"remaining"`
@@ -110,8 +111,15 @@ func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 		out.ResetMS, out.RetryAfterMS = res.ResetAfter.Milliseconds(), res.RetryAfter.Milliseconds()
 		var parts []string
 		for _, l := range res.Limits {
-			out.Limits = append(out.Limits, keyLimitView{Name: l.Name, Limit: l.Config.MaxPermits(), Remaining: l.Remaining, ResetMS: l.ResetAfter.Milliseconds(), RetryAfterMS: l.RetryAfter.Milliseconds()})
-			p := fmt.Sprintf("%d of %d left under %s", l.Remaining, l.Config.MaxPermits(), l.Name)
+			name, words := l.Name, l.Name
+			for _, rl := range rule.Limits {
+				if rl.Config == l.Config && rl.Name != "" {
+					name, words = rl.Name, rl.Name+" ("+l.Name+")"
+					break
+				}
+			}
+			out.Limits = append(out.Limits, keyLimitView{Name: name, Limit: l.Config.MaxPermits(), Remaining: l.Remaining, ResetMS: l.ResetAfter.Milliseconds(), RetryAfterMS: l.RetryAfter.Milliseconds()})
+			p := fmt.Sprintf("%d of %d left under %s", l.Remaining, l.Config.MaxPermits(), words)
 			if l.ResetAfter > 0 {
 				p += ", whole again in " + l.ResetAfter.Round(time.Millisecond).String()
 			}

@@ -201,7 +201,14 @@ func (s *Server) reportSync(ctx context.Context, err error) {
 	}
 }
 
-// apiRoutes adds the API's routes to mux.
+// apiRoutes adds the API's routes to mux:
+//
+//	GET    /v1/rules                    the rules in force and their sources
+//	PUT    /v1/rules/{domain}/{path...} sets a rule (bearer token)
+//	DELETE /v1/rules/{domain}/{path...} removes it (bearer token)
+//	GET    /v1/audit?limit=N            the last changes, newest first
+//	GET    /v1/keys/{domain}?descriptor=k1=v1,k2=v2
+//	                                    one key's state, nothing charged
 func (s *Server) apiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/rules", s.handleListRules)
 	mux.HandleFunc("PUT /v1/rules/{domain}/{path...}", s.handlePutRule)

@@ -498,6 +498,20 @@ func TestTokenFile(t *testing.T) {
 			t.Errorf("%q: %v", tc.content, err)
 		}
 	}
+	shared := filepath.Join(dir, "shared")
+	if err := os.WriteFile(shared, []byte("carol:carol-secret-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	if _, err := serve.New(t.Context(), serve.Config{Rules: "testdata/edge.yaml", TokenFile: shared, Logger: slog.New(slog.NewTextHandler(logs, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	if l := logs.String(); !strings.Contains(l, "readable by others") || strings.Contains(l, "secret") {
+		t.Errorf("log of a token file others can read:\n%s", l)
+	}
 	if _, err := serve.New(t.Context(), serve.Config{Rules: "testdata/edge.yaml", TokenFile: filepath.Join(dir, "missing")}); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
 	}

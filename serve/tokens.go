@@ -42,6 +42,9 @@ func tokens(cfg *Config) ([]namedToken, error) {
 		if err != nil {
 			return nil, fmt.Errorf("serve: token file: %w", err)
 		}
+		if st, err := os.Stat(cfg.TokenFile); err == nil && st.Mode().Perm()&0o077 != 0 && cfg.Logger != nil {
+			cfg.Logger.Warn("redlimit serve: the token file is readable by others than its owner", "file", cfg.TokenFile, "mode", st.Mode().Perm().String())
+		}
 		if len(data) > maxTokenFile {
 			return nil, tokenError(cfg.TokenFile, 0, fmt.Sprintf("is over %d bytes", maxTokenFile))
 		}

@@ -39,3 +39,32 @@ descriptors:
 	// OK 0 2 hour
 	// OVER_LIMIT 0 2 hour
 }
+
+func ExampleDecider_Inspect() {
+	dom, err := rules.Parse("edge.yaml", []byte(`
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 5, algorithm: token-bucket}
+`))
+	if err != nil {
+		panic(err)
+	}
+	set, _ := rules.NewSet(dom)
+	d, _ := decide.New(memstore.New(), decide.Options{})
+	if err := d.SetRules(context.Background(), set); err != nil {
+		panic(err)
+	}
+	entries := []rules.Entry{{Key: "remote_address", Value: "192.0.2.1"}}
+	d.Decide(context.Background(), decide.Request{Domain: "edge", Descriptors: []decide.Descriptor{{Entries: entries}}, Hits: 2})
+	for range 2 { // nothing charged
+		r, res, err := d.Inspect(context.Background(), "edge", entries)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(r.Path, res.Allowed, res.Remaining)
+	}
+	// Output:
+	// remote_address true 3
+	// remote_address true 3
+}

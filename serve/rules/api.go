@@ -45,6 +45,10 @@ func Compile(domain, path string, spec Spec) (*Rule, error) {
 	if domain == "" {
 		return nil, &Error{File: file, Field: "domain", Reason: "must not be empty"}
 	}
+	if strings.IndexByte(domain, 0) >= 0 {
+		// NUL separates the domain from the path in the service's store.
+		return nil, &Error{File: file, Field: "domain", Reason: "must not hold a NUL byte"}
+	}
 	if len(domain) > MaxAPIDomain {
 		return nil, &Error{File: file, Field: "domain", Reason: fmt.Sprintf("is %d bytes, at most %d allowed", len(domain), MaxAPIDomain)}
 	}

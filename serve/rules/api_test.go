@@ -112,6 +112,7 @@ func TestCompileErrors(t *testing.T) {
 	}{
 		{"", "k", rules.Spec{Unlimited: true}, "domain"},
 		{"d", "", rules.Spec{Unlimited: true}, "path"},
+		{"a\x00b", "k", rules.Spec{Unlimited: true}, "domain"},
 		{"d", "k/=v", rules.Spec{Unlimited: true}, "path"},
 		{"d", "k=%zz", rules.Spec{Unlimited: true}, "path"},
 		{"d", "k", rules.Spec{}, "limits"},

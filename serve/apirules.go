@@ -146,6 +146,9 @@ func (s *Server) syncAPI(ctx context.Context, force bool) error {
 		}
 	}
 	s.api.list, s.api.recs, s.api.digest, s.api.version = list, recs, digest, version
+	if s.reg != nil {
+		s.reg.changed() // the registry shows the new RulesVersion at once
+	}
 	return nil
 }
 

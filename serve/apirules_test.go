@@ -145,6 +145,20 @@ func TestAPIRulesAcrossInstances(t *testing.T) {
 		t.Fatalf("POST /json on B: %d %v", code, jsonOut)
 	}
 
+	// The registry lists both instances on the new rules; the metrics
+	// count the API's rule.
+	eventually(t, "the instances' rules versions", func() (bool, string) {
+		list := instances(t, a.httpAddr)
+		same := len(list) == 2
+		for _, in := range list {
+			same = same && in.RulesVersion == a.srv.RulesVersion()
+		}
+		return same, describe(list)
+	})
+	if n, _ := value(scrape(t, b.httpAddr), "redlimit_serve_rules", map[string]string{"source": "api"}); n != 1 {
+		t.Fatalf("API rules in the metrics: %v", n)
+	}
+
 	// Every view on B says where the rule comes from.
 	_, _, list := do(t, "GET", "http://"+b.httpAddr+"/v1/rules", "", "")
 	if list["version"] != b.srv.RulesVersion() {

@@ -408,12 +408,16 @@
 //	    	add RateLimit-Policy, RateLimit and Retry-After headers to Envoy's answers
 //	  -rules file or directory
 //	    	rules file or directory (envoyproxy/ratelimit YAML plus redlimit's extensions); reloads on change (required)
+//	  -rules-poll duration
+//	    	how often to check the version of the rules set through the API, bounding how late a missed change takes effect (default 1s)
 //	  -shutdown-timeout duration
 //	    	how long in-flight calls may take to finish at shutdown (default 10s)
 //	  -tls-cert file
 //	    	certificate file (PEM, chain first): with --tls-key, both ports serve TLS only; read again when it changes
 //	  -tls-key file
 //	    	private key file (PEM) of --tls-cert
+//	  -token-file file
+//	    	file of name:token lines, the bearer tokens that may change rules through the API (none: writes are off)
 //
 // # redlimit help
 //

@@ -27,6 +27,9 @@ import (
 //	GET  /readyz   200 when rules are in force and the store answers
 //	               (Config.Ping), else 503
 //	GET  /rules    the rules in force, where each comes from
+//	POST /v1/acquire/{domain}?descriptor=k=v,...&hits=N
+//	               one descriptor charged N hits (default 1, 0 checks):
+//	               200 granted, 429 over the limit, with RateLimit headers
 //	GET  /v1/instances  the instances sharing this one's Redis (Instances)
 //	GET  /metrics  Prometheus text (unless Config.NoMetrics)
 //
@@ -43,6 +46,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthcheck", alive) // envoyproxy/ratelimit's name, for probes moved over
 	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.HandleFunc("GET /rules", s.handleRules)
+	mux.HandleFunc("POST /v1/acquire/{domain}", s.handleAcquire)
 	s.extraRoutes(mux) // GET /v1/instances, GET /metrics
 	s.apiRoutes(mux)   // the /v1/ API (apirules.go)
 	return mux

@@ -38,6 +38,26 @@ type keyLimitView struct {
 	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
 }
 
+// limitViewOf shows l, a limit of rule, by the name the rule gives it
+// (else its LimitName).
+func limitViewOf(rule *rules.Rule, l *redlimit.LimitStatus) keyLimitView {
+	name := l.Name
+	for _, rl := range rulesLimits(rule) {
+		if rl.Config == l.Config && rl.Name != "" {
+			name = rl.Name
+			break
+		}
+	}
+	return keyLimitView{Name: name, Limit: l.Config.MaxPermits(), Remaining: l.Remaining, ResetMS: l.ResetAfter.Milliseconds(), RetryAfterMS: l.RetryAfter.Milliseconds()}
+}
+
+func rulesLimits(rule *rules.Rule) []rules.Limit {
+	if rule == nil {
+		return nil
+	}
+	return rule.Limits
+}
+
 // parseDescriptor reads the raw (still URL-escaped) query value
 // "k1=v1,k2=v2": a key alone has an empty value; a ',' or '=' within a
 // key or value is sent escaped (%2C, %3D).
@@ -111,14 +131,12 @@ func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 		out.ResetMS, out.RetryAfterMS = res.ResetAfter.Milliseconds(), res.RetryAfter.Milliseconds()
 		var parts []string
 		for _, l := range res.Limits {
-			name, words := l.Name, l.Name
-			for _, rl := range rule.Limits {
-				if rl.Config == l.Config && rl.Name != "" {
-					name, words = rl.Name, rl.Name+" ("+l.Name+")"
-					break
-				}
+			lv := limitViewOf(rule, &l)
+			words := lv.Name
+			if lv.Name != l.Name {
+				words = lv.Name + " (" + l.Name + ")"
 			}
-			out.Limits = append(out.Limits, keyLimitView{Name: name, Limit: l.Config.MaxPermits(), Remaining: l.Remaining, ResetMS: l.ResetAfter.Milliseconds(), RetryAfterMS: l.RetryAfter.Milliseconds()})
+			out.Limits = append(out.Limits, lv)
 			p := fmt.Sprintf("%d of %d left under %s", l.Remaining, l.Config.MaxPermits(), words)
 			if l.ResetAfter > 0 {
 				p += ", whole again in " + l.ResetAfter.Round(time.Millisecond).String()

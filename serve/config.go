@@ -85,6 +85,12 @@ type Config struct {
 	TLSCert, TLSKey string
 	// NoMetrics turns off GET /metrics (Prometheus text).
 	NoMetrics bool
+	// Dashboard serves the web dashboard at /dashboard/ on the HTTP port.
+	Dashboard bool
+	// NoTraffic stops counting the traffic per policy (package traffic)
+	// that /v1/traffic and the dashboard show; counted by default, in
+	// RedisClient so that every instance's calls add up.
+	NoTraffic bool
 }
 
 // Reload reports an attempt to reload the rules.

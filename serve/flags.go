@@ -36,6 +36,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "certificate `file` (PEM, chain first): with --tls-key, both ports serve TLS only; read again when it changes")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "private key `file` (PEM) of --tls-cert")
 	fs.Var(notFlag{&c.NoMetrics}, "metrics", "serve Prometheus metrics on GET /metrics of the HTTP port (--metrics=false turns them off)")
+	fs.BoolVar(&c.Dashboard, "dashboard", false, "serve the web dashboard at /dashboard/ on the HTTP port")
+	fs.BoolVar(&c.NoTraffic, "no-traffic", false, "do not count the traffic per policy shown by /v1/traffic and the dashboard")
 }
 
 // notFlag is a boolean flag that sets the opposite of its value in p.

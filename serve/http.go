@@ -49,6 +49,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/acquire/{domain}", s.handleAcquire)
 	s.extraRoutes(mux) // GET /v1/instances, GET /metrics
 	s.apiRoutes(mux)   // the /v1/ API (apirules.go)
+	s.handleViews(mux)
 	return mux
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/serve/decide"
 	"github.com/redlimit/redlimit/serve/rules"
+	"github.com/redlimit/redlimit/serve/traffic"
 )
 
 // Server is the service: its rules, its decisions and the handlers that
@@ -35,7 +36,10 @@ type Server struct {
 	failures   atomic.Int64
 	api        apiRules // the rules set through the API (apirules.go)
 
-	extras // registry, TLS, metrics
+	extras                      // registry, TLS, metrics
+	traffic   *traffic.Recorder // nil with NoTraffic
+	draining  chan struct{}     // closed when Serve starts to drain
+	drainOnce sync.Once
 }
 
 // New loads the rules and puts them in force; a bad rules file is an
@@ -52,11 +56,15 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	tr, err := newTraffic(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	dec, err := decide.New(cfg.Store, cfg.Decide)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, dec: dec, watching: make(chan struct{}), extras: x}
+	s := &Server{cfg: cfg, dec: dec, watching: make(chan struct{}), extras: x, traffic: tr, draining: make(chan struct{})}
 	s.extras.setup(s)
 	if err := s.initAPI(); err != nil {
 		return nil, err
@@ -215,6 +223,9 @@ func (s *Server) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 	wg.Go(func() { watching <- s.watch(ctx) })
 	leave := s.startRegistry(ctx, grpcLis, httpLis)
 	wg.Go(func() { s.followAPI(ctx) })
+	if s.traffic != nil {
+		wg.Go(func() { s.traffic.Run(ctx) })
+	}
 
 	var err error
 	select {
@@ -223,7 +234,8 @@ func (s *Server) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 	case err = <-watching:
 	}
 	cancel()
-	leave() // out of the registry before draining
+	leave()                                      // out of the registry before draining
+	s.drainOnce.Do(func() { close(s.draining) }) // ends the event streams, which never go idle
 	if hc != nil {
 		hc.Shutdown() // NOT_SERVING while draining
 	}

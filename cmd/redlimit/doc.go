@@ -382,6 +382,8 @@
 //	Flags:
 //	  -all-or-nothing
 //	    	hand back the other descriptors' charges when a request is over a limit
+//	  -dashboard
+//	    	serve the web dashboard at /dashboard/ on the HTTP port
 //	  -fail-open
 //	    	answer OK when the store is unavailable (default: an error, Envoy's failure_mode_deny decides)
 //	  -grpc address
@@ -402,6 +404,8 @@
 //	    	largest gRPC message or HTTP body accepted, in bytes (default 65536)
 //	  -metrics
 //	    	serve Prometheus metrics on GET /metrics of the HTTP port (--metrics=false turns them off)
+//	  -no-traffic
+//	    	do not count the traffic per policy shown by /v1/traffic and the dashboard
 //	  -redis URL
 //	    	URL of the Redis keeping the limits, shared by every instance on it (redis://host:6379/0, rediss://, redis+sentinel://, redis+cluster://; default $REDIS_URL); empty: process memory, one instance
 //	  -response-headers

@@ -1,0 +1,105 @@
+package serve_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/serve"
+	"github.com/redlimit/redlimit/serve/traffic"
+)
+
+// runCfg starts serve.Run with cfg on loopback until the test ends and
+// returns its HTTP address.
+func runCfg(t *testing.T, cfg serve.Config) string {
+	t.Helper()
+	cfg.GRPCAddr, cfg.HTTPAddr = "-", "127.0.0.1:0"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	addr := make(chan net.Addr, 1)
+	cfg.OnListen = func(_, h net.Addr) { addr <- h }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve.Run(ctx, cfg) }()
+	select {
+	case err := <-done:
+		cancel()
+		t.Fatal(err)
+	case a := <-addr:
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+		return a.String()
+	}
+	return ""
+}
+
+// TestTrafficOfEveryInstance: calls made on two instances sharing a
+// Redis show up, added up, in the traffic either one serves; the
+// dashboard is served where it is turned on.
+func TestTrafficOfEveryInstance(t *testing.T) {
+	rs := redistest.Start(t)
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	rules := "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: hour, requests_per_unit: 3, algorithm: token-bucket}\n"
+	if err := os.WriteFile(file, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := runCfg(t, serve.Config{Rules: file, Redis: "redis://" + rs.Addr, Dashboard: true})
+	b := runCfg(t, serve.Config{Rules: file, Redis: "redis://" + rs.Addr})
+	body := `{"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.9"}]}]}`
+	for _, h := range []string{a, b, a, b, a} {
+		post(t, "http://"+h+"/json", body)
+	}
+	// Each instance flushes every second: wait for both counts.
+	var got traffic.Series
+	for {
+		code, text := get(t, "http://"+b+"/v1/traffic?seconds=120")
+		if code != http.StatusOK {
+			t.Fatalf("%d %s", code, text)
+		}
+		if err := json.Unmarshal([]byte(text), &got); err != nil {
+			t.Fatal(err)
+		}
+		var granted, refused int64
+		for _, p := range got.Policies {
+			for i := range p.Granted {
+				granted += p.Granted[i]
+				refused += p.Refused[i]
+			}
+		}
+		if granted+refused == 5 {
+			if granted != 3 || refused != 2 || got.Policies[0].Policy != "edge/remote_address" {
+				t.Fatalf("granted %d refused %d: %+v", granted, refused, got)
+			}
+			break
+		}
+		if granted+refused > 5 {
+			t.Fatalf("counted %d calls of 5", granted+refused)
+		}
+		time.Sleep(50 * time.Millisecond) // polling for the flushes, not a wait standing in for one
+	}
+	code, text := get(t, "http://"+a+"/v1/traffic/top?policy=edge/remote_address&n=5")
+	if code != http.StatusOK || !strings.Contains(text, `"hits":5`) {
+		t.Fatalf("top: %d %s", code, text)
+	}
+	if code, text := get(t, "http://"+a+"/dashboard/"); code != http.StatusOK || !strings.Contains(text, "redlimit dashboard") {
+		t.Fatalf("dashboard on A: %d", code)
+	}
+	if code, _ := get(t, "http://"+b+"/dashboard/"); code != http.StatusNotFound {
+		t.Fatalf("dashboard on B, not turned on: %d", code)
+	}
+	if code, text := get(t, "http://"+b+"/v1/redisson"); code != http.StatusOK || !strings.Contains(text, `"limiters":[]`) {
+		t.Fatalf("redisson: %d %s", code, text)
+	}
+}

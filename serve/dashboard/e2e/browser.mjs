@@ -1,0 +1,90 @@
+// The dashboard's browser test, run by e2e_test.go: Debian's chromium
+// driven by playwright-core, axe-core for accessibility. It talks to the
+// Go test on stdin/stdout: prints "ready" once the page is up, then waits
+// for "sent N" (the Go test sent N requests) and checks the page shows
+// them. Environment: DASHBOARD_URL, CHROMIUM_PATH, WEB_DIR (node_modules),
+// SCREENSHOT (a path, optional), EXPECT_INSTANCES.
+import { createRequire } from 'node:module';
+import { mkdtempSync, rmSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+const require = createRequire(join(process.env.WEB_DIR, 'package.json'));
+const { chromium } = require('playwright-core');
+const axeSource = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+const fail = (msg) => { throw new Error(msg); };
+const url = process.env.DASHBOARD_URL;
+const profile = mkdtempSync(join(tmpdir(), 'redlimit-e2e-'));
+
+const ctx = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM_PATH,
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  viewport: { width: 1366, height: 768 },
+  bypassCSP: true, // to inject axe-core; the page itself runs under its CSP otherwise
+  timeout: 60000,
+});
+try {
+  const page = ctx.pages()[0] || await ctx.newPage();
+  page.setDefaultTimeout(30000);
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  // A 404 of an API not on this server yet is a console error the page handles.
+  page.on('console', (m) => { if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) errors.push(m.text()); });
+  // Only the server under test: nothing else is fetched.
+  const origin = new URL(url).origin;
+  await page.route('**/*', (route) => (route.request().url().startsWith(origin) ? route.continue() : fail('fetched ' + route.request().url())));
+
+  await page.goto(url);
+  await page.locator('#rules-body tr[data-policy="edge/remote_address"]').waitFor();
+  const instances = Number(process.env.EXPECT_INSTANCES || 0);
+  if (instances > 0) {
+    await page.waitForFunction((n) => document.querySelectorAll('#instances-body tr[data-instance]').length === n, instances);
+  } else {
+    await page.locator('#instances-body', { hasText: 'no instance registry' }).waitFor();
+  }
+  await page.locator('#stream-state', { hasText: 'Live' }).waitFor();
+  console.log('ready');
+
+  const sent = (await lines.next()).value || fail('no "sent" line');
+  const n = Number(sent.replace(/^sent /, ''));
+  // The traffic comes over the stream: the page was loaded before it was sent.
+  await page.waitForFunction((n) => {
+    const row = document.querySelector('#traffic-body tr[data-policy="edge/remote_address"]');
+    return row && Number(row.querySelector('.granted').textContent) + Number(row.querySelector('.refused').textContent) === n;
+  }, n);
+  const row = page.locator('#traffic-body tr[data-policy="edge/remote_address"]');
+  console.log('traffic', await row.locator('.granted').textContent(), 'granted', await row.locator('.refused').textContent(), 'refused');
+
+  await page.selectOption('#hot-policy', 'edge/remote_address');
+  await page.locator('#hot-body td code').first().waitFor();
+  console.log('hottest', (await page.locator('#hot-body tr').first().innerText()).replace(/\s+/g, ' '));
+
+  // Accessibility: no serious or critical violation.
+  await page.addScriptTag({ content: axeSource });
+  const result = await page.evaluate(() => window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'] } }));
+  const bad = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  if (bad.length) fail('axe-core: ' + bad.map((v) => `${v.impact} ${v.id}: ${v.help} (${v.nodes.map((x) => x.target.join(' ')).join(', ')})`).join('; '));
+  console.log('axe', result.violations.length, 'minor/moderate violations,', result.passes.length, 'rules passed');
+
+  // Usable at 1366x768: no horizontal scrolling.
+  const widths = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+  if (widths[0] > widths[1]) fail(`horizontal scroll at 1366x768: content ${widths[0]}px wide in ${widths[1]}px`);
+
+  if (process.env.SCREENSHOT) await page.screenshot({ path: process.env.SCREENSHOT, fullPage: true });
+
+  // Keyboard: the skip link is the first stop and moves to the content.
+  await page.keyboard.press('Tab');
+  if ((await page.evaluate(() => document.activeElement.className)) !== 'skip') fail('the first Tab stop is not the skip link');
+
+  if (errors.length) fail('page errors: ' + errors.join('; '));
+  console.log('ok');
+} finally {
+  await ctx.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+process.exit(0);

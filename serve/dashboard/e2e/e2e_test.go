@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/serve"
+)
+
+// tools finds node, chromium and the web folder's node_modules, failing
+// (never skipping) with what to install when one is missing.
+func tools(t *testing.T) (node, chromium, web string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("the dashboard's browser test needs node (apt-get install -y nodejs npm): ", err)
+	}
+	chromium = os.Getenv("CHROMIUM_PATH")
+	if chromium == "" {
+		if chromium, err = exec.LookPath("chromium"); err != nil {
+			t.Fatal("the dashboard's browser test needs Debian's chromium (apt-get install -y chromium) or CHROMIUM_PATH: ", err)
+		}
+	}
+	web, err = filepath.Abs("../web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(web, "node_modules", "playwright-core")); err != nil {
+		t.Fatalf("the dashboard's browser test needs playwright-core and axe-core: run npm ci in %s (%v)", web, err)
+	}
+	return node, chromium, web
+}
+
+// instance runs serve.Run with cfg on loopback until stop is called (or
+// the test ends) and returns its HTTP address.
+func instance(t *testing.T, cfg serve.Config) (addr string, stop func()) {
+	t.Helper()
+	cfg.GRPCAddr, cfg.HTTPAddr = "-", "127.0.0.1:0"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	addrs := make(chan net.Addr, 1)
+	cfg.OnListen = func(_, h net.Addr) { addrs <- h }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve.Run(ctx, cfg) }()
+	var stopped bool
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	select {
+	case err := <-done:
+		cancel()
+		t.Fatal(err)
+	case a := <-addrs:
+		t.Cleanup(stop)
+		addr = a.String()
+	}
+	return addr, stop
+}
+
+const rules = `domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 4, algorithm: token-bucket}
+  - key: tenant
+    limits:
+      - {name: per-second, unit: second, requests_per_unit: 20}
+      - {name: per-hour, unit: hour, requests_per_unit: 1000, algorithm: sliding-log}
+`
+
+// TestDashboard: the page, served by one of two instances on one Redis,
+// lists the policies, streams the traffic sent to both, is accessible
+// and fits 1366x768. SCREENSHOT=path saves a screenshot of it (the
+// README's docs/dashboard.png).
+func TestDashboard(t *testing.T) {
+	node, chromium, web := tools(t)
+	rs := redistest.Start(t)
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(file, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := "redis://" + rs.Addr
+	a, _ := instance(t, serve.Config{Rules: file, Redis: url, Dashboard: true})
+	b, _ := instance(t, serve.Config{Rules: file, Redis: url})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "browser.mjs")
+	cmd.Env = append(os.Environ(), "DASHBOARD_URL=http://"+a+"/dashboard/", "CHROMIUM_PATH="+chromium, "WEB_DIR="+web,
+		"EXPECT_INSTANCES="+expectInstances(t, a))
+	if shot := os.Getenv("SCREENSHOT"); shot != "" {
+		abs, err := filepath.Abs(shot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env = append(cmd.Env, "SCREENSHOT="+abs)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewScanner(stdout)
+	var okSeen bool
+	for out.Scan() {
+		line := out.Text()
+		t.Log("browser: " + line)
+		switch line {
+		case "ready":
+			// 6 calls on the key's 4 per hour, over both instances: 4
+			// granted, 2 refused.
+			body := `{"domain":"edge","descriptors":[{"entries":[{"key":"remote_address","value":"10.1.2.3"}]}]}`
+			for i, h := range []string{a, b, a, b, a, b} {
+				resp, err := http.Post("http://"+h+"/json", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if want := map[bool]int{true: 200, false: 429}[i < 4]; resp.StatusCode != want {
+					t.Fatalf("call %d: %d, want %d", i, resp.StatusCode, want)
+				}
+			}
+			fmt.Fprintln(stdin, "sent 6")
+		case "ok":
+			okSeen = true
+		}
+	}
+	if err := cmd.Wait(); err != nil || !okSeen {
+		t.Fatalf("browser test: %v\n%s", err, stderr.String())
+	}
+}
+
+// expectInstances is how many instances the page must list: 2 when the
+// server has the instance registry, 0 (the page says so) when not yet.
+func expectInstances(t *testing.T, addr string) string {
+	resp, err := http.Get("http://" + addr + "/v1/instances")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return "0"
+	}
+	return "2"
+}

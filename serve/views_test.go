@@ -103,3 +103,32 @@ func TestTrafficOfEveryInstance(t *testing.T) {
 		t.Fatalf("redisson: %d %s", code, text)
 	}
 }
+
+// TestStreamEndsOnDrain: an open event stream does not hold a shutdown
+// up until ShutdownTimeout: the server ends it when it drains.
+func TestStreamEndsOnDrain(t *testing.T) {
+	cfg := serve.Config{Rules: "testdata/edge.yaml", GRPCAddr: "-", HTTPAddr: "127.0.0.1:0", ShutdownTimeout: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	addr := make(chan net.Addr, 1)
+	cfg.OnListen = func(_, h net.Addr) { addr <- h }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- serve.Run(ctx, cfg) }()
+	resp, err := http.Get("http://" + (<-addr).String() + "/v1/traffic/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := make([]byte, 6)
+	if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != "data: " {
+		t.Fatalf("first event %q %v", first, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatalf("the stream did not end cleanly: %v", err)
+	}
+}

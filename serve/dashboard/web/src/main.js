@@ -116,7 +116,7 @@ function renderRules() {
   if (!rules.length) body.append(el('tr', {}, el('td', { colspan: 5 }, 'No rules.')));
   rules.forEach((r, i) => {
     const label = policyName(r) + (r.name ? ' (' + r.name + ')' : '');
-    const edit = editable && r.limits.length && r.limits.every((l) => l.algorithm)
+    const edit = editable && !r.blocked && r.limits.length && r.limits.every((l) => ALGORITHMS.includes(l.algorithm))
       ? el('button', { type: 'button', class: 'secondary', 'data-write': true, 'aria-label': 'Edit the limits of ' + label, onclick: () => openEdit(i) }, 'Edit')
       : '';
     body.append(el('tr', { 'data-policy': policyName(r) },
@@ -361,14 +361,15 @@ $('inspect-form').addEventListener('submit', async (ev) => {
     out.replaceChildren(el('p', { class: 'error', role: 'alert' }, r.status === 404 && !r.data ? 'This server cannot inspect keys yet.' : problemText(r)));
     return;
   }
-  const limits = r.data.limits || r.data.statuses || [];
+  const limits = r.data.limits || [];
   out.replaceChildren(
-    r.data.sentence || r.data.words ? el('p', {}, r.data.sentence || r.data.words) : '',
+    el('p', {}, r.data.summary || ''),
     el('table', { class: 'grid' },
       el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Limit'), el('th', { scope: 'col', class: 'num' }, 'Remaining'), el('th', { scope: 'col', class: 'num' }, 'Resets in'), el('th', { scope: 'col' }, 'State'))),
       el('tbody', {}, limits.map((l) => el('tr', {},
-        el('td', {}, l.name || l.limit || ''), el('td', { class: 'num' }, l.remaining ?? ''),
-        el('td', { class: 'num' }, l.reset_ms !== undefined ? ago(l.reset_ms) : ''), el('td', {}, l.sentence || l.words || ''))))));
+        el('td', {}, (l.name || 'limit') + (l.limit !== undefined ? ' (' + l.limit + ')' : '')), el('td', { class: 'num' }, l.remaining ?? ''),
+        el('td', { class: 'num' }, l.reset_ms !== undefined ? ago(l.reset_ms) : ''),
+        el('td', {}, l.remaining > 0 ? 'open' : 'exhausted'))))));
 });
 
 // --- Redisson -------------------------------------------------------------

@@ -19,6 +19,67 @@ const fail = (msg) => { throw new Error(msg); };
 const url = process.env.DASHBOARD_URL;
 const profile = mkdtempSync(join(tmpdir(), 'redlimit-e2e-'));
 
+// editAndFollow: writes without the token are refused; with it, a rate
+// edited in the page (validated, confirmed) reaches every instance, and
+// a stopped instance leaves the list after its TTL. The Go test checks
+// the instances' rules versions and their next answers.
+async function editAndFollow(page) {
+  const policy = 'edge/remote_address';
+  const editButton = page.locator(`#rules-body tr[data-policy="${policy}"] button`);
+  if (!(await editButton.isDisabled())) fail('Edit is enabled without a token');
+  const noToken = await page.evaluate(async () => (await fetch('/v1/rules/edge/remote_address', { method: 'PUT', body: '{"limits":[{"rate":1,"interval":"1s"}]}' })).status);
+  if (noToken !== 401) fail('a write without a token answered ' + noToken);
+  const badToken = await page.evaluate(async () => (await fetch('/v1/rules/edge/remote_address', { method: 'PUT', headers: { Authorization: 'Bearer wrong' }, body: '{"limits":[{"rate":1,"interval":"1s"}]}' })).status);
+  if (badToken !== 401) fail('a write with a wrong token answered ' + badToken);
+  console.log('writes without the token refused: 401');
+
+  await page.fill('#token', process.env.ADMIN_TOKEN);
+  await page.click('#token-form button[type="submit"]');
+  await page.locator('#mode', { hasText: 'Writes enabled' }).waitFor();
+  if ((await page.inputValue('#token')) !== '') fail('the token stays in the field');
+  if ((await page.content()).includes(process.env.ADMIN_TOKEN)) fail('the token is in the page');
+  await editButton.click();
+  await page.locator('#edit[open]').waitFor();
+
+  // The edit form is accessible too.
+  const result = await page.evaluate(() => window.axe.run(document.getElementById('edit'), { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } }));
+  const bad = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  if (bad.length) fail('axe-core on the edit form: ' + bad.map((v) => `${v.impact} ${v.id}: ${v.help}`).join('; '));
+
+  // A bad interval is caught before anything is sent.
+  let asked = 0;
+  page.on('dialog', (d) => { asked++; d.accept(); });
+  await page.fill('#edit-0-interval', 'soon');
+  await page.click('#edit-save');
+  await page.locator('#edit-error', { hasText: 'not a duration' }).waitFor();
+  if (asked !== 0) fail('confirmation asked for an invalid edit');
+
+  await page.fill('#edit-0-rate', process.env.NEW_RATE);
+  await page.fill('#edit-0-interval', '1h');
+  await page.fill('#edit-0-burst', process.env.NEW_RATE);
+  const [resp] = await Promise.all([
+    page.waitForResponse((r) => r.request().method() === 'PUT'),
+    page.click('#edit-save'),
+  ]);
+  if (asked !== 1) fail('the edit was not confirmed first');
+  if (resp.status() !== 200) fail('PUT answered ' + resp.status() + ' ' + (await resp.text()));
+  const version = (await resp.json()).version;
+  if (resp.request().headers().cookie) fail('the write carried a cookie');
+  await page.locator(`#rules-body tr[data-policy="${policy}"]`, { hasText: process.env.NEW_RATE + '/1h' }).waitFor();
+  await page.locator(`#rules-body tr[data-policy="${policy}"] .tag.api`).waitFor();
+  // Every instance listed runs the new rules.
+  await page.waitForFunction((v) => {
+    const cells = [...document.querySelectorAll('#instances-body td[data-rules-version]')];
+    return cells.length === 2 && cells.every((c) => c.dataset.rulesVersion === v);
+  }, version);
+  console.log('edited ' + version);
+
+  const stopped = (await lines.next()).value;
+  if (stopped !== 'stopped') fail('expected "stopped", got ' + stopped);
+  await page.waitForFunction(() => document.querySelectorAll('#instances-body tr[data-instance]').length === 1, null, { timeout: 60000 });
+  console.log('the stopped instance left the list');
+}
+
 const ctx = await chromium.launchPersistentContext(profile, {
   executablePath: process.env.CHROMIUM_PATH,
   headless: true,
@@ -80,6 +141,8 @@ try {
   // Keyboard: the skip link is the first stop and moves to the content.
   await page.keyboard.press('Tab');
   if ((await page.evaluate(() => document.activeElement.className)) !== 'skip') fail('the first Tab stop is not the skip link');
+
+  if (process.env.EDIT === '1') await editAndFollow(page);
 
   if (errors.length) fail('page errors: ' + errors.join('; '));
   console.log('ok');

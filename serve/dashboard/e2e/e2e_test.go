@@ -3,6 +3,8 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,6 +43,26 @@ func tools(t *testing.T) (node, chromium, web string) {
 		t.Fatalf("the dashboard's browser test needs playwright-core and axe-core: run npm ci in %s (%v)", web, err)
 	}
 	return node, chromium, web
+}
+
+// config is serve's configuration from command-line flags, as the
+// command builds it; ok is false when a flag is unknown to this serve
+// (the instance registry and the rules API came later).
+func config(t *testing.T, args ...string) (cfg serve.Config, ok bool) {
+	t.Helper()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg.RegisterFlags(fs)
+	for _, a := range args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if fs.Lookup(name) == nil {
+			return cfg, false
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, true
 }
 
 // instance runs serve.Run with cfg on loopback until stop is called (or
@@ -97,15 +119,29 @@ func TestDashboard(t *testing.T) {
 	if err := os.WriteFile(file, []byte(rules), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	url := "redis://" + rs.Addr
-	a, _ := instance(t, serve.Config{Rules: file, Redis: url, Dashboard: true})
-	b, _ := instance(t, serve.Config{Rules: file, Redis: url})
+	tokenFile := filepath.Join(t.TempDir(), "tokens")
+	const token = "e2e-admin-token-7f3a"
+	if err := os.WriteFile(tokenFile, []byte("admin:"+token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--rules=" + file, "--redis=redis://" + rs.Addr, "--dashboard"}
+	// With the registry and the rules API: a short heartbeat TTL, so a
+	// stopped instance leaves soon, and an admin token.
+	cfgA, full := config(t, append(base, "--heartbeat-ttl=1500ms", "--token-file="+tokenFile)...)
+	cfgB, _ := config(t, append(base, "--heartbeat-ttl=1500ms", "--token-file="+tokenFile)...)
+	if !full {
+		t.Log("this serve has no instance registry or rules API: the edit, token and instance checks do not run")
+		cfgA, _ = config(t, base...)
+		cfgB, _ = config(t, base...)
+	}
+	a, _ := instance(t, cfgA)
+	b, stopB := instance(t, cfgB)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "browser.mjs")
 	cmd.Env = append(os.Environ(), "DASHBOARD_URL=http://"+a+"/dashboard/", "CHROMIUM_PATH="+chromium, "WEB_DIR="+web,
-		"EXPECT_INSTANCES="+expectInstances(t, a))
+		"ADMIN_TOKEN="+token, "NEW_RATE=2", "EXPECT_INSTANCES="+map[bool]string{true: "2", false: "0"}[full], "EDIT="+map[bool]string{true: "1", false: "0"}[full])
 	if shot := os.Getenv("SCREENSHOT"); shot != "" {
 		abs, err := filepath.Abs(shot)
 		if err != nil {
@@ -126,11 +162,12 @@ func TestDashboard(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	began := time.Now()
 	out := bufio.NewScanner(stdout)
 	var okSeen bool
 	for out.Scan() {
 		line := out.Text()
-		t.Log("browser: " + line)
+		t.Logf("browser (%s): %s", time.Since(began).Round(time.Millisecond), line)
 		switch line {
 		case "ready":
 			// 6 calls on the key's 4 per hour, over both instances: 4
@@ -149,6 +186,12 @@ func TestDashboard(t *testing.T) {
 			fmt.Fprintln(stdin, "sent 6")
 		case "ok":
 			okSeen = true
+		default:
+			if version, ok := strings.CutPrefix(line, "edited "); ok {
+				followed(t, version, a, b)
+				stopB()
+				fmt.Fprintln(stdin, "stopped")
+			}
 		}
 	}
 	if err := cmd.Wait(); err != nil || !okSeen {
@@ -156,16 +199,41 @@ func TestDashboard(t *testing.T) {
 	}
 }
 
-// expectInstances is how many instances the page must list: 2 when the
-// server has the instance registry, 0 (the page says so) when not yet.
-func expectInstances(t *testing.T, addr string) string {
-	resp, err := http.Get("http://" + addr + "/v1/instances")
-	if err != nil {
-		t.Fatal(err)
+// followed waits until each instance runs the rules of version (the
+// page's edit: 2 per hour on remote_address), then checks that their
+// answers follow it: a new key has 2 calls over both instances.
+func followed(t *testing.T, version string, addrs ...string) {
+	t.Helper()
+	for _, h := range addrs {
+		for {
+			resp, err := http.Get("http://" + h + "/v1/rules")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out struct {
+				Version string `json:"version"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&out)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Version == version {
+				break
+			}
+			time.Sleep(20 * time.Millisecond) // polling the instance, not waiting in its place
+		}
 	}
-	resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
-		return "0"
+	body := `{"domain":"edge","descriptors":[{"entries":[{"key":"remote_address","value":"10.7.7.7"}]}]}`
+	for i, h := range []string{addrs[0], addrs[1], addrs[0], addrs[1]} {
+		resp, err := http.Post("http://"+h+"/json", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if want := map[bool]int{true: 200, false: 429}[i < 2]; resp.StatusCode != want {
+			t.Fatalf("after the edit, call %d: %d, want %d", i, resp.StatusCode, want)
+		}
 	}
-	return "2"
+	t.Logf("both instances run rules version %s and grant 2 calls of a new key", version[:12])
 }

@@ -29,3 +29,5 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
+
+replace github.com/redlimit/redlimit/prometheus => ../../../prometheus

@@ -125,6 +125,10 @@ try {
   await page.locator('#hot-body td code').first().waitFor();
   console.log('hottest', (await page.locator('#hot-body tr').first().innerText()).replace(/\s+/g, ' '));
 
+  // The Redisson limiter the Go test made is listed.
+  await page.locator('#redisson-body tr', { hasText: 'orders' }).waitFor();
+  console.log('redisson', (await page.locator('#redisson-body tr', { hasText: 'orders' }).innerText()).replace(/\s+/g, ' '));
+
   // Accessibility: no serious or critical violation.
   await page.addScriptTag({ content: axeSource });
   const result = await page.evaluate(() => window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'] } }));
@@ -142,7 +146,15 @@ try {
   await page.keyboard.press('Tab');
   if ((await page.evaluate(() => document.activeElement.className)) !== 'skip') fail('the first Tab stop is not the skip link');
 
-  if (process.env.EDIT === '1') await editAndFollow(page);
+  if (process.env.EDIT === '1') {
+    // One key's state, in words.
+    await page.fill('#inspect-domain', 'edge');
+    await page.fill('#inspect-descriptor', 'remote_address=10.1.2.3');
+    await page.click('#inspect-form button[type="submit"]');
+    await page.locator('#inspect-out p', { hasText: '0 of 4 left' }).waitFor();
+    console.log('inspect', await page.locator('#inspect-out p').innerText());
+    await editAndFollow(page);
+  }
 
   if (errors.length) fail('page errors: ' + errors.join('; '));
   console.log('ok');

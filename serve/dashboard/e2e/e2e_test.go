@@ -17,7 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redissonstore"
 	"github.com/redlimit/redlimit/serve"
 )
 
@@ -134,6 +138,7 @@ func TestDashboard(t *testing.T) {
 		cfgA, _ = config(t, base...)
 		cfgB, _ = config(t, base...)
 	}
+	redissonLimiter(t, rs.Client(t))
 	a, _ := instance(t, cfgA)
 	b, stopB := instance(t, cfgB)
 
@@ -196,6 +201,27 @@ func TestDashboard(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil || !okSeen {
 		t.Fatalf("browser test: %v\n%s", err, stderr.String())
+	}
+}
+
+// redissonLimiter makes a Redisson limiter "orders" on rdb, 3 of its 10
+// a minute taken, as a Java service would.
+func redissonLimiter(t *testing.T, rdb redis.UniversalClient) {
+	t.Helper()
+	ctx := context.Background()
+	rs, err := redissonstore.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := redlimit.New(rs, "orders", redlimit.WithClientID("java"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetRate(ctx, redlimit.PerInterval(10, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.TryAcquire(ctx, 3); err != nil || !r.Allowed {
+		t.Fatalf("%+v %v", r, err)
 	}
 }
 

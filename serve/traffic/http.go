@@ -84,6 +84,13 @@ func (r *Recorder) handleTop(w http.ResponseWriter, req *http.Request) {
 }
 
 func (r *Recorder) handleStream(w http.ResponseWriter, req *http.Request, stop <-chan struct{}) {
+	if r.streams.Add(1) > int64(r.opts.MaxStreams) {
+		r.streams.Add(-1)
+		w.Header().Set("Retry-After", "10")
+		fail(w, &errBusy{max: r.opts.MaxStreams})
+		return
+	}
+	defer r.streams.Add(-1)
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
@@ -119,6 +126,15 @@ func (r *Recorder) handleStream(w http.ResponseWriter, req *http.Request, stop <
 		}
 	}
 }
+
+// errBusy refuses a stream over MaxStreams; it matches
+// redlimit.ErrUnavailable (503).
+type errBusy struct{ max int }
+
+func (e *errBusy) Error() string {
+	return fmt.Sprintf("traffic: %d event streams are open, the most allowed; use GET /v1/traffic", e.max)
+}
+func (e *errBusy) Is(target error) bool { return target == redlimit.ErrUnavailable }
 
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)

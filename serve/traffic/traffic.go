@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,6 +34,9 @@ type Options struct {
 	Clock clock.Clock
 	// Logger receives flush failures; default slog.Default().
 	Logger *slog.Logger
+	// MaxStreams bounds the event streams open at once (each reads the
+	// store every second); default 64. One more is answered 503.
+	MaxStreams int
 }
 
 // Recorder counts the calls it observes and adds them to the shared
@@ -40,6 +44,8 @@ type Options struct {
 type Recorder struct {
 	opts    Options
 	backend backend
+
+	streams atomic.Int64 // open event streams
 
 	mu      sync.Mutex
 	pending map[secPolicy]*[2]int64 // granted, refused
@@ -57,8 +63,11 @@ var _ redlimit.Observer = (*Recorder)(nil)
 // New returns a Recorder. Options are checked: a negative bound is an
 // error matching redlimit.ErrInvalidArgument.
 func New(opts Options) (*Recorder, error) {
-	if opts.Retention < 0 || opts.TopKeys < 0 {
-		return nil, &redlimit.ArgumentError{Arg: "traffic options", Reason: "Retention and TopKeys must not be negative", Kind: redlimit.ErrInvalidArgument}
+	if opts.Retention < 0 || opts.TopKeys < 0 || opts.MaxStreams < 0 {
+		return nil, &redlimit.ArgumentError{Arg: "traffic options", Reason: "Retention, TopKeys and MaxStreams must not be negative", Kind: redlimit.ErrInvalidArgument}
+	}
+	if opts.MaxStreams == 0 {
+		opts.MaxStreams = 64
 	}
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix

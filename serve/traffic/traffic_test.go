@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -230,5 +231,42 @@ func TestStream(t *testing.T) {
 	}
 	if lines.Err() != nil {
 		t.Fatal(lines.Err())
+	}
+}
+
+// TestStreamsBounded: one stream over MaxStreams is answered 503, and
+// a closed stream frees its place.
+func TestStreamsBounded(t *testing.T) {
+	r, err := traffic.New(traffic.Options{MaxStreams: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	srv := httptest.NewServer(r.Handler(stop))
+	defer srv.Close()
+	open := func() *http.Response {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/v1/traffic/stream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	first := open()
+	if first.StatusCode != http.StatusOK {
+		t.Fatalf("first stream: %d", first.StatusCode)
+	}
+	second := open()
+	second.Body.Close()
+	if second.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("second stream: %d", second.StatusCode)
+	}
+	close(stop)
+	io.Copy(io.Discard, first.Body) // ends when the server drains
+	first.Body.Close()
+	third := open()
+	third.Body.Close()
+	if third.StatusCode != http.StatusOK {
+		t.Fatalf("a stream after the first ended: %d", third.StatusCode)
 	}
 }

@@ -3,7 +3,8 @@
 // Go test on stdin/stdout: prints "ready" once the page is up, then waits
 // for "sent N" (the Go test sent N requests) and checks the page shows
 // them. Environment: DASHBOARD_URL, CHROMIUM_PATH, WEB_DIR (node_modules),
-// SCREENSHOT (a path, optional), EXPECT_INSTANCES.
+// SCREENSHOT (a path, optional), EXPECT_INSTANCES, EDIT, LEAVE,
+// ADMIN_TOKEN, NEW_RATE.
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,9 +21,8 @@ const url = process.env.DASHBOARD_URL;
 const profile = mkdtempSync(join(tmpdir(), 'redlimit-e2e-'));
 
 // editAndFollow: writes without the token are refused; with it, a rate
-// edited in the page (validated, confirmed) reaches every instance, and
-// a stopped instance leaves the list after its TTL. The Go test checks
-// the instances' rules versions and their next answers.
+// edited in the page (validated, confirmed) reaches every instance. The
+// Go test checks the instances' rules versions and their next answers.
 async function editAndFollow(page) {
   const policy = 'edge/remote_address';
   const editButton = page.locator(`#rules-body tr[data-policy="${policy}"] button`);
@@ -73,7 +73,11 @@ async function editAndFollow(page) {
     return cells.length === 2 && cells.every((c) => c.dataset.rulesVersion === v);
   }, version);
   console.log('edited ' + version);
+}
 
+// instanceLeaves: the Go test stops instance B; it leaves the list.
+async function instanceLeaves(page) {
+  console.log('stop b');
   const stopped = (await lines.next()).value;
   if (stopped !== 'stopped') fail('expected "stopped", got ' + stopped);
   await page.waitForFunction(() => document.querySelectorAll('#instances-body tr[data-instance]').length === 1, null, { timeout: 60000 });
@@ -155,6 +159,7 @@ try {
     console.log('inspect', await page.locator('#inspect-out p').innerText());
     await editAndFollow(page);
   }
+  if (process.env.LEAVE === '1') await instanceLeaves(page);
 
   if (errors.length) fail('page errors: ' + errors.join('; '));
   console.log('ok');

@@ -37,7 +37,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSKey, "tls-key", "", "private key `file` (PEM) of --tls-cert")
 	fs.Var(notFlag{&c.NoMetrics}, "metrics", "serve Prometheus metrics on GET /metrics of the HTTP port (--metrics=false turns them off)")
 	fs.BoolVar(&c.Dashboard, "dashboard", false, "serve the web dashboard at /dashboard/ on the HTTP port")
-	fs.BoolVar(&c.NoTraffic, "no-traffic", false, "do not count the traffic per policy shown by /v1/traffic and the dashboard")
+	fs.Var(notFlag{&c.NoTraffic}, "traffic", "count the traffic per policy in Redis for GET /v1/traffic and the dashboard (--traffic=false turns it off)")
 }
 
 // notFlag is a boolean flag that sets the opposite of its value in p.

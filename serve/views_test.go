@@ -3,6 +3,7 @@ package serve_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"log/slog"
 	"net"
@@ -130,5 +131,19 @@ func TestStreamEndsOnDrain(t *testing.T) {
 	}
 	if _, err := io.ReadAll(resp.Body); err != nil {
 		t.Fatalf("the stream did not end cleanly: %v", err)
+	}
+}
+
+// TestTrafficOff: --traffic=false counts nothing and serves no traffic.
+func TestTrafficOff(t *testing.T) {
+	var cfg serve.Config
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--rules=testdata/edge.yaml", "--traffic=false"}); err != nil || !cfg.NoTraffic {
+		t.Fatalf("--traffic=false: NoTraffic %v, %v", cfg.NoTraffic, err)
+	}
+	h := runCfg(t, cfg)
+	if code, _ := get(t, "http://"+h+"/v1/traffic"); code != http.StatusNotFound {
+		t.Fatalf("/v1/traffic with counting off: %d", code)
 	}
 }

@@ -404,8 +404,6 @@
 //	    	largest gRPC message or HTTP body accepted, in bytes (default 65536)
 //	  -metrics
 //	    	serve Prometheus metrics on GET /metrics of the HTTP port (--metrics=false turns them off)
-//	  -no-traffic
-//	    	do not count the traffic per policy shown by /v1/traffic and the dashboard
 //	  -redis URL
 //	    	URL of the Redis keeping the limits, shared by every instance on it (redis://host:6379/0, rediss://, redis+sentinel://, redis+cluster://; default $REDIS_URL); empty: process memory, one instance
 //	  -response-headers
@@ -422,6 +420,8 @@
 //	    	private key file (PEM) of --tls-cert
 //	  -token-file file
 //	    	file of name:token lines, the bearer tokens that may change rules through the API (none: writes are off)
+//	  -traffic
+//	    	count the traffic per policy in Redis for GET /v1/traffic and the dashboard (--traffic=false turns it off)
 //
 // # redlimit help
 //

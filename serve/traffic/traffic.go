@@ -96,8 +96,12 @@ func New(opts Options) (*Recorder, error) {
 	return r, nil
 }
 
-// maxKeyLen bounds a key as counted: longer keys are cut.
-const maxKeyLen = 200
+const (
+	// maxKeyLen bounds a key as counted: longer keys are cut.
+	maxKeyLen = 200
+	// maxPending bounds the (second, policy) counts awaiting a flush.
+	maxPending = 100_000
+)
 
 // PolicyName is the name traffic shows for a policy: serve's "serve:"
 // prefix taken off, leaving the rule's ID (domain/path).
@@ -123,6 +127,9 @@ func (r *Recorder) Observe(_ context.Context, e redlimit.Event) {
 	sp := secPolicy{sec, name}
 	c := r.pending[sp]
 	if c == nil {
+		if len(r.pending) >= maxPending {
+			return // nothing flushes (Run not running): stay bounded
+		}
 		c = new([2]int64)
 		r.pending[sp] = c
 	}

@@ -73,6 +73,14 @@ async function editAndFollow(page) {
     return cells.length === 2 && cells.every((c) => c.dataset.rulesVersion === v);
   }, version);
   console.log('edited ' + version);
+  const ack = (await lines.next()).value;
+  if (ack !== 'followed') fail('expected "followed", got ' + ack);
+
+  // Reverting brings the file's rule back.
+  await page.locator(`#rules-body tr[data-policy="${policy}"] button`, { hasText: 'Revert' }).click();
+  await page.locator(`#rules-body tr[data-policy="${policy}"] .tag.file`).waitFor();
+  if (asked !== 2) fail('the revert was not confirmed first');
+  console.log('reverted to the file rule');
 }
 
 // instanceLeaves: the Go test stops instance B; it leaves the list.

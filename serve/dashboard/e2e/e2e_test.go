@@ -212,6 +212,7 @@ func TestDashboard(t *testing.T) {
 		default:
 			if version, ok := strings.CutPrefix(line, "edited "); ok {
 				followed(t, version, a, b)
+				fmt.Fprintln(stdin, "followed")
 			}
 		}
 	}

@@ -85,7 +85,7 @@ function normalize(data, v1) {
     blocked: !!r.blocked,
     shadow: !!r.shadow_mode,
     source: v1 ? r.source || 'file' : (r.source || '').startsWith('api') ? 'api' : 'file',
-    where: v1 ? (r.file ? r.file + ':' + r.line : '') : (r.source || '').replace(/^file /, ''),
+    where: v1 ? (r.file ? r.file + ':' + r.line : r.set_by ? 'set by ' + r.set_by : '') : (r.source || '').replace(/^file /, ''),
   }));
 }
 
@@ -119,12 +119,15 @@ function renderRules() {
     const edit = editable && !r.blocked && r.limits.length && r.limits.every((l) => ALGORITHMS.includes(l.algorithm))
       ? el('button', { type: 'button', class: 'secondary', 'data-write': true, 'aria-label': 'Edit the limits of ' + label, onclick: () => openEdit(i) }, 'Edit')
       : '';
+    const revert = editable && r.source === 'api'
+      ? el('button', { type: 'button', class: 'secondary', 'data-write': true, 'aria-label': 'Remove the API rule of ' + label, onclick: () => revertRule(r) }, 'Revert')
+      : '';
     body.append(el('tr', { 'data-policy': policyName(r) },
       el('th', { scope: 'row' }, el('code', {}, label)),
       el('td', {}, limitsText(r)),
       el('td', {}, el('span', { class: 'tag ' + r.source }, r.source), ' ', r.where),
       el('td', {}, r.shadow ? 'yes' : 'no'),
-      el('td', {}, edit)));
+      el('td', {}, edit, ' ', revert)));
   });
   showMode();
 }
@@ -187,8 +190,7 @@ $('edit-form').addEventListener('submit', async (ev) => {
   }
   const what = body.limits.map((l) => `${l.rate} per ${l.interval} (${l.algorithm})`).join(', ');
   if (!window.confirm(`Set ${policyName(editing)} to ${what} on every instance?`)) return;
-  const path = '/v1/rules/' + encodeURIComponent(editing.domain) + '/' + editing.path.split('/').map(encodeURIComponent).join('/');
-  const r = await api(path, { method: 'PUT', body });
+  const r = await api(rulePath(editing), { method: 'PUT', body });
   if (!r.ok) {
     $('edit-error').textContent = r.status === 401 || r.status === 403 ? 'Refused: ' + problemText(r) + ' (check the admin token).' : problemText(r);
     return;
@@ -198,6 +200,22 @@ $('edit-form').addEventListener('submit', async (ev) => {
   await loadRules();
   await loadInstances();
 });
+
+const rulePath = (r) => '/v1/rules/' + encodeURIComponent(r.domain) + '/' + r.path.split('/').map(encodeURIComponent).join('/');
+
+// revertRule removes the rule set through the API: the file's, if any,
+// is in force again.
+async function revertRule(r) {
+  if (!window.confirm(`Remove the API rule of ${policyName(r)} on every instance? The file's rule, if any, applies again.`)) return;
+  const resp = await api(rulePath(r), { method: 'DELETE' });
+  if (!resp.ok) {
+    notice('Revert refused: ' + problemText(resp), true);
+    return;
+  }
+  notice(`Reverted ${policyName(r)}: rules version ${(resp.data && resp.data.version || '').slice(0, 12)}.`);
+  await loadRules();
+  await loadInstances();
+}
 
 // --- instances ------------------------------------------------------------
 

@@ -374,7 +374,12 @@ $('inspect-form').addEventListener('submit', async (ev) => {
     out.replaceChildren(el('p', { class: 'error', role: 'alert' }, 'Give a domain and a descriptor as key=value,key2=value2.'));
     return;
   }
-  const r = await api('/v1/keys/' + encodeURIComponent(domain) + '?descriptor=' + encodeURIComponent(desc));
+  // Each key and value escaped apart: ',' and '=' between them are the syntax.
+  const query = desc.split(',').map((kv) => {
+    const i = kv.indexOf('=');
+    return encodeURIComponent(kv.slice(0, i)) + '=' + encodeURIComponent(kv.slice(i + 1));
+  }).join(',');
+  const r = await api('/v1/keys/' + encodeURIComponent(domain) + '?descriptor=' + query);
   if (!r.ok) {
     out.replaceChildren(el('p', { class: 'error', role: 'alert' }, r.status === 404 && !r.data ? 'This server cannot inspect keys yet.' : problemText(r)));
     return;

@@ -64,11 +64,7 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 	resp, err := s.dec.Decide(ctx, decide.Request{Domain: domain, Hits: 1, Descriptors: []decide.Descriptor{{Entries: entries, Hits: &hits}}})
 	s.countRequest(domain, resp.Overall, err)
 	if err != nil {
-		code := http.StatusServiceUnavailable
-		if errors.Is(err, redlimit.ErrInvalidArgument) {
-			code = http.StatusBadRequest
-		}
-		problem(w, code, err.Error())
+		decisionProblem(w, err)
 		return
 	}
 	st := &resp.Statuses[0]
@@ -96,4 +92,14 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusTooManyRequests
 	}
 	writeJSON(w, code, out)
+}
+
+// decisionProblem answers a decision's or an inspection's error: 400 for
+// a bad request, else 503 (the store did not answer in time).
+func decisionProblem(w http.ResponseWriter, err error) {
+	code := http.StatusServiceUnavailable
+	if errors.Is(err, redlimit.ErrInvalidArgument) {
+		code = http.StatusBadRequest
+	}
+	problem(w, code, err.Error())
 }

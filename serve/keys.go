@@ -101,15 +101,11 @@ func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 		problemField(w, http.StatusBadRequest, "descriptor", "descriptor: "+err.Error())
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	rule, res, err := s.dec.Inspect(ctx, domain, entries)
 	if err != nil {
-		code := http.StatusServiceUnavailable
-		if errors.Is(err, redlimit.ErrInvalidArgument) {
-			code = http.StatusBadRequest
-		}
-		problem(w, code, err.Error())
+		decisionProblem(w, err)
 		return
 	}
 	out := keyView{Domain: domain, Descriptor: entriesView(entries), Allowed: true, Limits: []keyLimitView{}}

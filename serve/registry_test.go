@@ -84,8 +84,9 @@ func lists(list []serve.Instance, servers ...*testServer) bool {
 	return true
 }
 
-// startStoppable is start with a graceful stop the test calls.
-func startStoppable(t *testing.T, cfg serve.Config) (*testServer, func()) {
+// startStoppable serves cfg on loopback until the test ends or it calls
+// the stop returned (a graceful stop).
+func startStoppable(t testing.TB, cfg serve.Config) (*testServer, func()) {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

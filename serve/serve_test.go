@@ -3,10 +3,7 @@ package serve_test
 import (
 	"context"
 	"errors"
-	"io"
 	"io/fs"
-	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -38,31 +35,9 @@ func start(t testing.TB, cfg serve.Config) *testServer {
 	if cfg.Store == nil {
 		cfg.Store = memstore.New(memstore.WithTimeSource(fake))
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	srv, err := serve.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, gl, hl) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return &testServer{srv: srv, clock: fake, grpcAddr: gl.Addr().String(), httpAddr: hl.Addr().String()}
+	ts, _ := startStoppable(t, cfg)
+	ts.clock = fake
+	return ts
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {

@@ -67,6 +67,9 @@ func (s *Store) WaitHandBacks(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := s.keyedWait(ctx); err != nil {
+		return err
+	}
 	return s.hb.settling.Wait(ctx)
 }
 

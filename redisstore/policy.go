@@ -450,16 +450,7 @@ func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit
 				}
 			}
 		}
-		force := ""
-		if fresh {
-			force = "1"
-		}
-		args := make([]any, 0, 11+len(e.args)+len(old))
-		args = append(args, s.nowArg(), op, n, arg, e.args[0], e.args[1], e.args[2], force, len(e.args)-3)
-		args = append(args, e.args[3:]...)
-		args = append(args, oldVersion)
-		args = append(args, old...)
-		raw, err := s.runPolicy(ctx, policyStateKeys(s.prefix, k, len(e.cfg.Limits)), args)
+		raw, err := s.keyedRun(ctx, policyStateKeys(s.prefix, k, len(e.cfg.Limits)), e.callArgs(op, n, arg, fresh, oldVersion, old))
 		if err != nil {
 			return nil, 0, nil, wrap(err)
 		}
@@ -498,6 +489,21 @@ func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit
 			return nil, 0, nil, fmt.Errorf("%w: key %q of policy %q holds what redlimit did not write", redlimit.ErrCorrupt, k.Key, k.Policy)
 		}
 	}
+}
+
+// callArgs is policy.lua's ARGV for a call under e, ARGV[1] (now) left
+// nil; fresh: e was just read from Redis; oldVersion and old: an older
+// version of the policy and its limits, which the key's state needs.
+func (e *policyEntry) callArgs(op string, n, arg int64, fresh bool, oldVersion string, old []any) []any {
+	force := ""
+	if fresh {
+		force = "1"
+	}
+	args := make([]any, 0, 11+len(e.args)+len(old))
+	args = append(args, nil, op, n, arg, e.args[0], e.args[1], e.args[2], force, len(e.args)-3)
+	args = append(args, e.args[3:]...)
+	args = append(args, oldVersion)
+	return append(args, old...)
 }
 
 // oldLimits returns the limits of an older version of a policy, as its

@@ -33,7 +33,9 @@
 //
 // Calls made while others are in flight go together: those on one limiter
 // share one load and save of its state, and on one server (not a Cluster)
-// those on different limiters share one script run.
+// those on different limiters share one script run. Keyed calls do the
+// same (keyedbatch.go): on one server the calls of any keys share a run,
+// on a Cluster those of one key.
 //
 // A caller that gives up (its context ends) while its call is in flight
 // gets its context's error at once, wrapped in redlimit.ErrUnavailable;
@@ -81,7 +83,8 @@ var (
 	limiterFunction = fmt.Sprintf("redlimit_%x", sha1.Sum([]byte(limiterLua)))[:21]
 	limiterLibrary  = "#!lua name=" + limiterFunction + "\n" + limiterLua +
 		"\nredis.register_function('" + limiterFunction + "', main)\n" +
-		"redis.register_function('" + limiterFunction + "_p', policy_main)\n"
+		"redis.register_function('" + limiterFunction + "_p', policy_main)\n" +
+		"redis.register_function('" + limiterFunction + "_b', policy_batch)\n"
 
 	configLua    = mustRead("config.lua")
 	configScript = redis.NewScript(configLua)
@@ -135,6 +138,11 @@ type Store struct {
 	runSizes [RunSizeBuckets - 1]atomic.Int64
 	// runCalls is the calls the runs carried (Stats.RunCalls).
 	runCalls counter
+	// keyBatch makes keyed calls in shared runs (keyedbatch.go; nil:
+	// WithoutBatching); keyRuns and keyRunCalls count the runs of keyed
+	// calls and the calls they carried (Stats).
+	keyBatch             *keyBatcher
+	keyRuns, keyRunCalls counter
 }
 
 var _ redlimit.Store = (*Store)(nil)
@@ -288,6 +296,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	if !s.noBatching {
 		s.batch = s.newBatcher()
+		s.keyBatch = s.newKeyBatcher()
 	}
 	return s, nil
 }

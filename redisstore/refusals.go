@@ -65,6 +65,10 @@ type Stats struct {
 	// RunCalls is the calls the script runs carried, in all: the sum of
 	// their sizes (RunCalls/ScriptRuns is the mean size).
 	RunCalls int64
+	// KeyRuns is the runs of keyed calls (a Policy's) sent to Redis, and
+	// KeyRunCalls the keyed calls they carried: more than KeyRuns when
+	// batching put several in one run.
+	KeyRuns, KeyRunCalls int64
 }
 
 // RunSizeBuckets is the number of buckets of Stats.RunSizes.
@@ -88,6 +92,7 @@ func (s *Store) Stats() Stats {
 	}
 	st.RunSizes[0] = max(0, s.runs.Load()-more)
 	st.RunCalls = s.runCalls.Load()
+	st.KeyRuns, st.KeyRunCalls = s.keyRuns.Load(), s.keyRunCalls.Load()
 	return st
 }
 

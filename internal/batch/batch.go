@@ -514,6 +514,17 @@ func (b *Batcher[K, C, R]) Grouping() bool {
 	return b.maxWorks > 1
 }
 
+// Queued is the number of calls queued on key's log, not yet taken by a
+// run: tests wait on it to know their calls are in line.
+func (b *Batcher[K, C, R]) Queued(key K) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if lg := b.logs[key]; lg != nil {
+		return len(lg.queue)
+	}
+	return 0
+}
+
 // Abandoned is the number of calls whose callers left while their run
 // was in flight on the Batcher's goroutine.
 func (b *Batcher[K, C, R]) Abandoned() int64 { return b.abandoned.Load() }

@@ -296,3 +296,26 @@ local function policy_main(keys, argv)
   end
   return res
 end
+
+-- policy_batch serves several keyed calls in one run, one after another at
+-- one instant (the store puts concurrent calls together): ARGV[1] now, as
+-- above, then per call the number of its KEYS and of its ARGV (counting
+-- ARGV[1]), then its ARGV[2..] as policy_main takes them; KEYS are the
+-- calls' KEYS in turn. Reply: one policy_main reply per call.
+local function policy_batch(keys, argv)
+  local start, injected = run_start(argv)
+  local out = {}
+  local k, i, m = 0, 2, #argv
+  while i + 1 <= m do
+    local nk, na = tonumber(argv[i]), tonumber(argv[i + 1])
+    if not nk or not na or na < 1 or i + na > m then return {} end
+    local ks, as = {}, {argv[1]}
+    for j = 1, nk do ks[j] = keys[k + j] end
+    for j = 2, na do as[j] = argv[i + j] end
+    local res = {start, 0}
+    if not pcall(policy_serve, ks, as, start, injected, res) then res = {start, -3} end
+    out[#out + 1] = res
+    k, i = k + nk, i + na + 1
+  end
+  return out
+end

@@ -1,0 +1,314 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clock"
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+// keyedPolicies are the policies the batching tests run: every algorithm,
+// alone and beside another.
+var keyedPolicies = [][]redlimit.Config{
+	{redlimit.PerSecond(3).WithAlgorithm(redlimit.FixedWindow)},
+	{redlimit.TokenBucketConfig(2, time.Second, 4), redlimit.PerSecond(5).WithAlgorithm(redlimit.SlidingLog)},
+	{redlimit.LeakyBucketConfig(2, time.Second, 3)},
+	{redlimit.PerSecond(4).WithAlgorithm(redlimit.SlidingCounter), redlimit.PerMinute(10).WithAlgorithm(redlimit.FixedWindow)},
+	{redlimit.PerSecond(2).WithAlgorithm(redlimit.SlidingLog)},
+}
+
+// TestKeyedBatchEqualsAlone: random keyed calls made in shared runs
+// (policy_batch, several calls of several keys and policies per run)
+// answer exactly as the same calls made one run each (policy_main), on a
+// twin of each policy, at the same instants.
+func TestKeyedBatchEqualsAlone(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	clk := clock.NewFake(time.UnixMicro(1_700_000_000_123_456))
+	s, err := New(rdb, WithTimeSource(clk), WithPrefix("kb:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i, limits := range keyedPolicies {
+		for _, side := range []string{"a", "b"} {
+			norm, err := redlimit.NormalizePolicy(limits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.SetPolicy(ctx, fmt.Sprint(side, i), redlimit.PolicyConfig{Limits: norm}, redlimit.SetResetState); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	entry := func(name string) *policyEntry {
+		e, _, err := s.policyFor(ctx, name, &redlimit.PolicyConfig{}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	type alone struct {
+		keys []string
+		args []any
+		w    *keyWork
+		j    int
+	}
+	ops := []string{keyAcquire, keyAcquire, keyAcquire, keyStatus, keyRelease, keyCancel}
+	rng := rand.New(rand.NewPCG(15, 17))
+	calls, runs := 0, 0
+	for range 300 {
+		clk.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
+		now := clk.Now().UnixMicro()
+		works := map[string]*keyWork{}
+		var order []*keyWork
+		var twins []alone
+		for range 1 + rng.IntN(16) {
+			p, key, op := rng.IntN(len(keyedPolicies)), fmt.Sprint("k", rng.IntN(4)), ops[rng.IntN(len(ops))]
+			n, arg := 1+rng.Int64N(3), int64(0)
+			switch op {
+			case keyAcquire:
+				arg = []int64{0, 0, -1, 300_000, 2_000_000}[rng.IntN(5)]
+			case keyCancel:
+				arg = now + rng.Int64N(2_000_000)
+			case keyRelease:
+				arg = -1
+			case keyStatus:
+				n = 1
+			}
+			var pair [2][]string
+			var args [2][]any
+			for i, side := range []string{"a", "b"} {
+				name := fmt.Sprint(side, p)
+				e := entry(name)
+				pair[i] = policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: name, Key: key}, len(e.cfg.Limits))
+				args[i] = e.callArgs(op, n, arg, false, "", nil)
+			}
+			w := works[pair[0][0]]
+			if w == nil {
+				w = &keyWork{Key: pair[0][0]}
+				works[w.Key] = w
+				order = append(order, w)
+			}
+			w.Calls = append(w.Calls, keyedCall{keys: pair[0], args: args[0]})
+			twins = append(twins, alone{keys: pair[1], args: args[1], w: w, j: len(w.Calls) - 1})
+		}
+		for _, w := range order {
+			w.Results = make([]any, len(w.Calls))
+		}
+		s.runKeyed(ctx, order)
+		runs++
+		for _, tw := range twins {
+			calls++
+			if tw.w.Err != nil {
+				t.Fatal(tw.w.Err)
+			}
+			tw.args[0] = s.nowArg()
+			want, err := s.runPolicy(ctx, tw.keys, tw.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tw.w.Results[tw.j]; !reflect.DeepEqual(got, want) {
+				t.Fatalf("%v %v: batched %v, alone %v", tw.keys, tw.args[1:4], got, want)
+			}
+		}
+	}
+	t.Logf("%d calls in %d runs answered as alone", calls, runs)
+}
+
+// TestKeyedCallsShareRuns: keyed calls made while another is in flight
+// wait and go together in one run: on one key, and on several keys of one
+// server, with every decision as the limits say.
+func TestKeyedCallsShareRuns(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, PoolSize: 32})
+	defer rdb.Close()
+	ctx := context.Background()
+	s, err := New(rdb, WithRefusalCache(0), WithPolicyMaxAge(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p, err := redlimit.NewPolicy(s, "shared", []redlimit.Config{redlimit.PerMinute(5).WithAlgorithm(redlimit.FixedWindow)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Calls until the policy is cached for good: read after the
+	// subscription to its channel was made (which empties the cache,
+	// counted in gen) and nothing publishes after that.
+	for cached := false; !cached; {
+		if _, err := p.Key("warm").TryAcquire(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		s.pol.mu.Lock()
+		cached = s.pol.gen >= 1 && s.pol.m["shared"] != nil
+		s.pol.mu.Unlock()
+	}
+	stateKey := func(key string) string {
+		return policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: "shared", Key: key}, 1)[0]
+	}
+	// queued waits until want calls wait in the batcher on keys.
+	queued := func(want int, keys ...string) {
+		t.Helper()
+		for {
+			n := 0
+			for _, k := range keys {
+				n += s.keyBatch.Queued(stateKey(k))
+			}
+			if n == want {
+				return
+			}
+			time.Sleep(time.Millisecond) // polled: the calls are on their way
+		}
+	}
+	acquire := func(keys []string) []redlimit.Result {
+		t.Helper()
+		rs := make([]redlimit.Result, len(keys))
+		errs := make([]error, len(keys))
+		var wg sync.WaitGroup
+		for i, k := range keys {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rs[i], errs[i] = p.Key(k).TryAcquire(ctx, 1)
+			}()
+		}
+		return func() []redlimit.Result {
+			wg.Wait()
+			for _, err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			return rs
+		}()
+	}
+
+	t.Run("one key", func(t *testing.T) {
+		// Redis stopped: the first call is in flight, the other 11 wait for
+		// it, then go in one run.
+		srv.Pause()
+		before := s.Stats()
+		keys := make([]string, 12)
+		for i := range keys {
+			keys[i] = "one"
+		}
+		done := make(chan []redlimit.Result)
+		go func() { done <- acquire(keys) }()
+		queued(11, "one")
+		srv.Resume()
+		rs := <-done
+		after := s.Stats()
+		granted := 0
+		for _, r := range rs {
+			if r.Allowed {
+				granted++
+			}
+		}
+		if granted != 5 {
+			t.Errorf("%d of 12 calls granted by a limit of 5", granted)
+		}
+		if runs, calls := after.KeyRuns-before.KeyRuns, after.KeyRunCalls-before.KeyRunCalls; runs != 2 || calls != 12 {
+			t.Errorf("12 calls in %d runs carrying %d; want 2 runs carrying 12", runs, calls)
+		}
+	})
+
+	t.Run("many keys", func(t *testing.T) {
+		// maxInFlight calls go at once and stall; the others, each on a key
+		// of its own, wait and then go in one run.
+		srv.Pause()
+		before := s.Stats()
+		keys := make([]string, 20)
+		for i := range keys {
+			keys[i] = fmt.Sprint("many-", i)
+		}
+		done := make(chan []redlimit.Result)
+		go func() { done <- acquire(append(append([]string(nil), keys...), keys...)) }()
+		queued(2*len(keys)-maxInFlight, keys...)
+		srv.Resume()
+		rs := <-done
+		after := s.Stats()
+		granted := 0
+		for _, r := range rs {
+			if r.Allowed {
+				granted++
+			}
+		}
+		if granted != 2*len(keys) {
+			t.Errorf("%d of %d calls granted (two per key, limit 5)", granted, 2*len(keys))
+		}
+		// The stalled calls' runs, then the others: every key's queue
+		// goes in the first run that takes the waiting keys, and a key
+		// whose first call stalled has its second in a run after it.
+		runs, calls := after.KeyRuns-before.KeyRuns, after.KeyRunCalls-before.KeyRunCalls
+		if calls != 2*int64(len(keys)) || runs > 2*maxInFlight+1 {
+			t.Errorf("%d calls in %d runs carrying %d; want at most %d runs", 2*len(keys), runs, calls, 2*maxInFlight+1)
+		}
+	})
+}
+
+// TestKeyedBatchingCluster: concurrent keyed calls on random keys of a
+// Cluster go without CROSSSLOT, each decided as the limits say, those on
+// one key sharing runs.
+func TestKeyedBatchingCluster(t *testing.T) {
+	rdb := redistest.StartCluster(t, 3, 0).Client(t)
+	ctx := context.Background()
+	s, err := New(rdb, WithRefusalCache(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p, err := redlimit.NewPolicy(s, "cl", []redlimit.Config{redlimit.PerMinute(3).WithAlgorithm(redlimit.SlidingCounter), redlimit.TokenBucketConfig(1, time.Minute, 4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 5))
+	keys := make([]string, 40)
+	for i := range keys {
+		b := make([]byte, 1+rng.IntN(12))
+		for j := range b {
+			b[j] = byte(rng.IntN(256))
+		}
+		keys[i] = string(b) + fmt.Sprint(i) // distinct, with '{', '}', '%' and all
+	}
+	const each = 5
+	granted := make([]int, len(keys))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		for range each {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := p.Key(k).TryAcquire(ctx, 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Allowed {
+					mu.Lock()
+					granted[i]++
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for i, g := range granted {
+		if g != 3 {
+			t.Errorf("key %q: %d of %d granted by a limit of 3", keys[i], g, each)
+		}
+	}
+	if st := s.Stats(); st.KeyRunCalls != int64(len(keys)*each) {
+		t.Errorf("KeyRunCalls %d; want %d", st.KeyRunCalls, len(keys)*each)
+	}
+}

@@ -52,20 +52,50 @@ local policyBuckets = {t = true, q = true}
 
 -- policy_to36 writes a whole number in base 36 (lower case, "-" first
 -- when negative); policy_from36 reads one back (tonumber(x, 36) takes no
--- sign).
-local policyDigits = '0123456789abcdefghijklmnopqrstuvwxyz'
+-- sign). policy_to36 makes one string per number (string.char of the
+-- digits' bytes, gathered in policyDigits): every string Redis's Lua makes
+-- is hashed and collected.
+local policyDigits = {}
 local function policy_to36(x)
   local v = tonumber(x)
   local neg = v < 0
   if neg then v = -v end
-  local out = ''
+  local i = 13
   repeat
     local d = v % 36
-    out = string.sub(policyDigits, d + 1, d + 1) .. out
     v = (v - d) / 36
+    if d < 10 then d = d + 48 else d = d + 87 end -- '0'..'9', 'a'..'z'
+    policyDigits[i] = d
+    i = i - 1
   until v == 0
-  if neg then out = '-' .. out end
-  return out
+  if neg then
+    policyDigits[i] = 45 -- '-'
+    i = i - 1
+  end
+  return string.char(unpack(policyDigits, i + 1, 13))
+end
+-- policy_decode36 reads a state's numbers, in base 36, straight into the
+-- algorithm's state: decode_state without the decimal text between (nil
+-- when it holds fewer than two numbers: gone). policyNumbers is the table
+-- it reads them into, one for every call, as limiter.lua's numbers.
+local policyNumbers = {}
+local function policy_decode36(impl, text)
+  local v, k = policyNumbers, 0
+  local tonumber = tonumber -- a global costs a table lookup per use
+  for x in string.gmatch(text, '%S+') do
+    local n
+    if string.byte(x) == 45 then -- '-'
+      n = tonumber(string.sub(x, 2), 36)
+      if n then n = -n end
+    else
+      n = tonumber(x, 36)
+    end
+    if not n then error('unreadable state') end
+    k = k + 1
+    v[k] = n
+  end
+  if k < 2 then return nil end
+  return impl.decode(v, k)
 end
 local function policy_from36(x)
   if string.sub(x, 1, 1) == '-' then return fmt('%d', -tonumber(string.sub(x, 2), 36)) end
@@ -122,8 +152,12 @@ local function policy_serve(keys, argv, start, injected, res)
     if not p then error('unreadable limit') end
     local impl = p.impl
     local unit = impl.unit
-    local name = string.match(text, '^%S+')
-    local c = {impl = impl, unit = unit, code = policyCodes[name] or '?', now = floor(start / unit),
+    local code = p.policyCode -- kept with the parsed config: one match per config
+    if not code then
+      code = policyCodes[string.match(text, '^%S+')] or '?'
+      p.policyCode = code
+    end
+    local c = {impl = impl, unit = unit, code = code, now = floor(start / unit),
       rate = p.rate, interval = p.interval * 1000 / unit, burst = p.burst, capacity = p.capacity,
       most = p.most, since = since, listKey = keys[1 + i], dirty = false, forgotten = false}
     if impl.open then impl.open(c) end
@@ -131,7 +165,9 @@ local function policy_serve(keys, argv, start, injected, res)
     local old = olds and olds[i]
     if old and old ~= '' then
       local code, rest = string.match(old, '^(.)(.*)$')
-      if code == c.code and code ~= '?' then
+      if code == c.code and code ~= '?' and not policyBuckets[code] then
+        S = policy_decode36(impl, rest)
+      elseif code == c.code and code ~= '?' then
         rest = string.gsub(rest, '[^ ]+', policy_from36)
         if policyBuckets[code] then
           -- "last owed", the config it was counted under that of the
@@ -158,7 +194,7 @@ local function policy_serve(keys, argv, start, injected, res)
           rest = fmt('%s %d %s', last, ceildiv(tonumber(owed), r), owed) .. more
         end
         if unit == 1 then rest = 'u ' .. rest end
-        S = decode_state(impl, rest, nil, {})
+        S = decode_state(impl, rest, nil, policyNumbers)
       end
     end
     if not S and impl.list and redis.call('EXISTS', c.listKey) == 1 then

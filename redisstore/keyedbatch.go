@@ -2,9 +2,7 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -122,35 +120,9 @@ func (s *Store) runKeyed(ctx context.Context, works []*keyWork) {
 }
 
 // runPolicyBatch runs policy_batch: as a function of the limiter library
-// where Redis has it, else as a script (runPolicy).
+// where Redis has it, else as a script.
 func (s *Store) runPolicyBatch(ctx context.Context, keys []string, args []any) (any, error) {
-	d, ok := s.scripter.(doer)
-	if off := s.functionsOff.Load(); !ok || off != 0 && time.Now().UnixNano() < off || s.acks > 0 {
-		return s.eval(ctx, policyBatchScript, true, keys, args...)
-	}
-	return within(s, ctx, func(ctx context.Context) (any, error) {
-		cmd := make([]any, 0, 3+len(keys)+len(args))
-		cmd = append(cmd, fcallName, policyBatchFunction, len(keys))
-		for _, k := range keys {
-			cmd = append(cmd, k)
-		}
-		cmd = append(cmd, args...)
-		r, err := d.Do(ctx, cmd...).Result()
-		if err == nil || !functionMissing(err) && !functionsRefused(err) {
-			return r, err
-		}
-		if functionMissing(err) {
-			if err = s.loadLibrary(ctx, keys[0]); err == nil {
-				return d.Do(ctx, cmd...).Result()
-			}
-			var rerr redis.Error
-			if !errors.As(err, &rerr) {
-				return nil, err
-			}
-		}
-		s.functionsOff.Store(time.Now().Add(functionsRetry).UnixNano())
-		return policyBatchScript.Run(ctx, s.scripter, keys, args...).Result()
-	})
+	return s.runFunction(ctx, policyBatchFunction, policyBatchScript, keys, args)
 }
 
 // keyedWait waits for the keyed batcher's kept calls (WaitHandBacks).

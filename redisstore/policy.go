@@ -539,13 +539,22 @@ func (s *Store) oldLimits(ctx context.Context, name string, version int64) ([]an
 // runPolicy runs policy.lua: as a function of the limiter library where
 // Redis has it, else as a script.
 func (s *Store) runPolicy(ctx context.Context, keys []string, args []any) (any, error) {
+	return s.runFunction(ctx, policyFunction, policyScript, keys, args)
+}
+
+// runFunction runs function (its name, an any so that building the
+// command boxes nothing) of the limiter library with FCALL, loading
+// the library when Redis lacks it; where Redis has no functions (or
+// refused them lately, or writes must be acknowledged) it runs script,
+// the same code as a script, instead.
+func (s *Store) runFunction(ctx context.Context, function any, script *redis.Script, keys []string, args []any) (any, error) {
 	d, ok := s.scripter.(doer)
 	if off := s.functionsOff.Load(); !ok || off != 0 && time.Now().UnixNano() < off || s.acks > 0 {
-		return s.eval(ctx, policyScript, true, keys, args...)
+		return s.eval(ctx, script, true, keys, args...)
 	}
 	return within(s, ctx, func(ctx context.Context) (any, error) {
 		cmd := make([]any, 0, 3+len(keys)+len(args))
-		cmd = append(cmd, fcallName, policyFunction, len(keys))
+		cmd = append(cmd, fcallName, function, len(keys))
 		for _, k := range keys {
 			cmd = append(cmd, k)
 		}
@@ -564,7 +573,7 @@ func (s *Store) runPolicy(ctx context.Context, keys []string, args []any) (any, 
 			}
 		}
 		s.functionsOff.Store(time.Now().Add(functionsRetry).UnixNano())
-		return policyScript.Run(ctx, s.scripter, keys, args...).Result()
+		return script.Run(ctx, s.scripter, keys, args...).Result()
 	})
 }
 

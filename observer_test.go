@@ -36,6 +36,15 @@ func (r *recorder) Observe(_ context.Context, e redlimit.Event) {
 	r.mu.Unlock()
 }
 
+// cached takes the events, and returns whether each was Cached.
+func (r *recorder) cached() []bool {
+	var c []bool
+	for _, e := range r.take() {
+		c = append(c, e.Cached)
+	}
+	return c
+}
+
 // take returns the events since the last take.
 func (r *recorder) take() []redlimit.Event {
 	r.mu.Lock()
@@ -156,11 +165,7 @@ func TestObserverRefusalCache(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var cached []bool
-	for _, e := range rec.take() {
-		cached = append(cached, e.Cached)
-	}
-	if want := []bool{false, false, true}; !slices.Equal(cached, want) {
+	if cached, want := rec.cached(), []bool{false, false, true}; !slices.Equal(cached, want) {
 		t.Errorf("Cached: %v; want %v (a grant, the store's refusal, the cache's)", cached, want)
 	}
 	if got := cache.Stats().LocalRefusals; got != 1 {
@@ -190,11 +195,7 @@ func TestObserverPolicyRefusalCache(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var cached []bool
-	for _, e := range rec.take() {
-		cached = append(cached, e.Cached)
-	}
-	if want := []bool{false, false, true}; !slices.Equal(cached, want) {
+	if cached, want := rec.cached(), []bool{false, false, true}; !slices.Equal(cached, want) {
 		t.Errorf("Cached: %v; want %v (a grant, the store's refusal, the cache's)", cached, want)
 	}
 	d, err := cache.AcquireKey(ctx, redlimit.PolicyKey{Policy: "cached", Key: "alice"}, redlimit.PolicyConfig{}, 1, 0)

@@ -1,7 +1,6 @@
 package breaker_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,27 +17,10 @@ import (
 	"github.com/redlimit/redlimit/breaker"
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/internal/syncbuf"
 	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/redisstore"
 )
-
-// syncBuffer is a log destination safe for the breaker's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // deadlines is a store that notes the deadline of the last Acquire it was
 // given.
@@ -115,7 +97,7 @@ func TestOutage(t *testing.T) {
 			changes := make(chan breaker.State, 4)
 			closed := make(chan struct{})
 			var openedAt time.Time // written before changes is sent on
-			var logs syncBuffer
+			var logs syncbuf.Buffer
 			b, err := breaker.New(rs, breaker.Settings{
 				CoolDown: coolDown, ProbeTimeout: 100 * time.Millisecond, Clock: fake, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 				OnChange: func(s breaker.State) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/internal/syncbuf"
 	"github.com/redlimit/redlimit/redisstore"
 	"github.com/redlimit/redlimit/serve"
 )
@@ -106,7 +107,7 @@ func TestAPIRulesAcrossInstances(t *testing.T) {
 	rs := redistest.Start(t)
 	file := filepath.Join(t.TempDir(), "rules.yaml")
 	replace(t, file, apiRulesFile)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	evA, evB := make(reloads, 16), make(reloads, 16)
 	// No periodic check within the test: the announcements alone carry
 	// the changes.
@@ -289,7 +290,7 @@ func waitSubscribers(t testing.TB, rs *redistest.Server, n int64) {
 // others apply.
 func TestAPIRulesMissedAnnouncement(t *testing.T) {
 	rs := redistest.Start(t)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	ts := redisInstance(t, rs, serve.Config{Rules: "testdata/edge.yaml", RulesPoll: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	before := ts.srv.RulesVersion()
 	rdb := rs.Client(t)
@@ -357,7 +358,7 @@ func TestAPIWritesNeedToken(t *testing.T) {
 			t.Fatalf("%s without tokens: %d %v", m, code, out)
 		}
 	}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	on := start(t, serve.Config{Rules: "testdata/edge.yaml", Tokens: testTokens, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	url := "http://" + on.httpAddr + "/v1/rules/edge/remote_address"
 	for _, tok := range []string{"", "not-a-token-at-all-xx", aliceToken + "x", aliceToken[:len(aliceToken)-1]} {
@@ -519,7 +520,7 @@ func TestTokenFile(t *testing.T) {
 	if err := os.Chmod(shared, 0o644); err != nil { // whatever the umask
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	if _, err := serve.New(t.Context(), serve.Config{Rules: "testdata/edge.yaml", TokenFile: shared, Logger: slog.New(slog.NewTextHandler(logs, nil))}); err != nil {
 		t.Fatal(err)
 	}

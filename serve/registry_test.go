@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/internal/syncbuf"
 	"github.com/redlimit/redlimit/serve"
 )
 
@@ -287,31 +287,13 @@ func TestRegistryKilledInstanceExpires(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestRegistryRedisDown stops Redis under a server: its heartbeats fail,
 // are counted and logged once (the clock does not move), it goes on
 // answering, and it is listed again once Redis is back.
 func TestRegistryRedisDown(t *testing.T) {
 	rs := redistest.Start(t)
 	rdb := rs.Client(t)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	ts := start(t, serve.Config{Rules: "testdata/edge.yaml", RedisClient: rdb, HeartbeatTTL: 300 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	eventually(t, "listed", func() (bool, string) {

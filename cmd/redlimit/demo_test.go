@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redlimit/redlimit/internal/syncbuf"
 )
 
 // lineWriter hands each complete line written to it to lines.
@@ -97,7 +99,7 @@ func TestDemo(t *testing.T) {
 // moves the clock by by and decodes the output.
 func runDemoJSON(t *testing.T, b backend, waiting int, by time.Duration, args ...string) demoOut {
 	t.Helper()
-	var stdout syncBuffer
+	var stdout syncbuf.Buffer
 	g := start(t, b.deps, &stdout, b.with(append([]string{"demo", "--json"}, args...)...)...)
 	g.waitForTimers(t, b.fake, waiting)
 	// All at once: the times reported do not depend on the order in which

@@ -1,18 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/internal/syncbuf"
 	"github.com/redlimit/redlimit/memstore"
 	"go.uber.org/goleak"
 )
@@ -22,24 +21,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // t0 is the fake clocks' start.
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // result is what one run returned and printed.
 type result struct {
@@ -57,7 +38,7 @@ func (r result) String() string {
 type background struct {
 	done   chan struct{}
 	code   int // set when done is closed
-	stderr syncBuffer
+	stderr syncbuf.Buffer
 }
 
 func start(t *testing.T, d deps, stdout io.Writer, args ...string) *background {
@@ -107,7 +88,7 @@ func (g *background) wait(t *testing.T, fake *clock.Fake) {
 // call runs the command in-process.
 func call(t *testing.T, d deps, args ...string) result {
 	t.Helper()
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	code := run(context.Background(), args, &stdout, &stderr, d)
 	return result{code, stdout.String(), stderr.String()}
 }

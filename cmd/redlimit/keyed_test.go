@@ -7,6 +7,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/clock"
+	"github.com/redlimit/redlimit/internal/syncbuf"
 )
 
 // TestKeyedCommands: set-rate --limit stores a policy of several limits;
@@ -84,7 +85,7 @@ func TestKeyedWait(t *testing.T) {
 				if r := call(t, b.deps, b.with("acquire", name, "--key", "w")...); r.code != exitOK {
 					t.Fatalf("acquire %s --key w: %s", name, r)
 				}
-				var stdout syncBuffer
+				var stdout syncbuf.Buffer
 				g := start(t, b.deps, &stdout, b.with("acquire", name, "--key", "w", "--wait", "2s")...)
 				if !b.fake.WaitForTimers(1, g.done) {
 					t.Fatalf("%s: ended before waiting: exit %d, stdout %q", name, g.code, stdout.String())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/internal/syncbuf"
 )
 
 func TestCommands(t *testing.T) {
@@ -134,7 +135,7 @@ func TestAcquireWait(t *testing.T) {
 				{args: []string{"acquire", "w", "--wait", "999ms"}, code: 1, stdout: `refused 1 permit of "w": 0 remaining, retry after 1s` + "\n"},
 			})
 
-			var stdout syncBuffer
+			var stdout syncbuf.Buffer
 			g := start(t, b.deps, &stdout, b.with("acquire", "w", "--wait", "2s", "--json")...)
 			g.waitForTimers(t, b.fake, 1)
 			advance(t, b.fake, time.Second, 0)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/internal/syncbuf"
 	"github.com/redlimit/redlimit/serve"
 )
 
@@ -138,7 +139,7 @@ func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, []string{"serve", "--grpc", "127.0.0.1:0", "--log-json"}, pw, &stderr, envOf(env))

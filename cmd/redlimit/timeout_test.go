@@ -10,6 +10,7 @@ import (
 
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/internal/syncbuf"
 )
 
 // callReturning runs the command like call, failing the test (instead of
@@ -20,7 +21,7 @@ func callReturning(t *testing.T, d deps, args ...string) result {
 	t.Helper()
 	done := make(chan result, 1)
 	go func() {
-		var stdout, stderr syncBuffer
+		var stdout, stderr syncbuf.Buffer
 		code := run(context.Background(), args, &stdout, &stderr, d)
 		done <- result{code, stdout.String(), stderr.String()}
 	}()

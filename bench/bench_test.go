@@ -149,16 +149,27 @@ func TestParseCounters(t *testing.T) {
 }
 
 // TestPlan: the default run's cells and its planned duration (under 35
-// minutes), and --quick's (under 3), by the plan's own arithmetic.
+// minutes), and --quick's (under 3), by the plan's own arithmetic: which
+// of redlimit's systems each cell measures (Limiter per key, keyed
+// policy), every Redis cell beside both peers, the Cluster cell at 64
+// callers beside redis_rate.
 func TestPlan(t *testing.T) {
+	all := []string{"token-bucket", "sliding-log", "fixed-window", "sliding-counter", "leaky-bucket"}
+	mains := all[:2]
 	for _, c := range []struct {
 		args    []string
 		callers []int
 		limit   time.Duration
-		redlims int
+		// The algorithms of the Limiter and of the policy per Redis
+		// workload.
+		limiter, policy map[string][]string
 	}{
-		{nil, []int{1, 8, 64, 256}, 35 * time.Minute, 5},
-		{[]string{"--quick"}, []int{1, 64}, 3 * time.Minute, 2},
+		{nil, []int{1, 8, 64, 256}, 35 * time.Minute,
+			map[string][]string{one: all, denied: all[:1], halfPeak: all, keysUniform: mains, keysZipf: mains},
+			map[string][]string{one: mains, keysUniform: all, keysZipf: all}},
+		{[]string{"--quick"}, []int{1, 64}, 3 * time.Minute,
+			map[string][]string{one: mains, denied: all[:1], halfPeak: mains, keysUniform: all[:1], keysZipf: all[:1]},
+			map[string][]string{keysUniform: mains, keysZipf: mains}},
 	} {
 		o, err := parseFlags(c.args, io.Discard)
 		if err != nil {
@@ -175,33 +186,52 @@ func TestPlan(t *testing.T) {
 		cells := map[string][]int{}
 		for _, cs := range plan {
 			cells[cs.Store+"/"+cs.Workload] = append(cells[cs.Store+"/"+cs.Workload], cs.Callers)
-			n := 0
+			var limiter, policy []string
 			for _, s := range cs.Systems {
-				if strings.HasPrefix(s, "redlimit ") {
-					n++
+				if alg, ok := strings.CutPrefix(s, policyPrefix); ok {
+					policy = append(policy, alg)
+				} else if alg, ok := strings.CutPrefix(s, "redlimit "); ok {
+					limiter = append(limiter, alg)
 				}
 			}
-			want := c.redlims
-			if cs.Workload == denied {
-				want = 1
-			}
-			if cs.Store == onRedis && (n != want || !slices.Contains(cs.Systems, "redis_rate") || !slices.Contains(cs.Systems, "Redisson script")) {
-				t.Errorf("%q: cell %s/%d systems %v", c.args, cs.Workload, cs.Callers, cs.Systems)
-			}
-			if cs.Store == inMemory && !slices.Equal(cs.Systems, []string{"memstore token-bucket", "memstore sliding-log", "x/time/rate", "go-limiter"}) {
-				t.Errorf("%q: memory cell systems %v", c.args, cs.Systems)
+			slices.Sort(limiter)
+			slices.Sort(policy)
+			switch cs.Store {
+			case onRedis:
+				wantL, wantP := slices.Sorted(slices.Values(c.limiter[cs.Workload])), slices.Sorted(slices.Values(c.policy[cs.Workload]))
+				if !slices.Equal(limiter, wantL) || !slices.Equal(policy, wantP) || !slices.Contains(cs.Systems, "redis_rate") || !slices.Contains(cs.Systems, "Redisson script") {
+					t.Errorf("%q: cell %s/%d systems %v", c.args, cs.Workload, cs.Callers, cs.Systems)
+				}
+			case onCluster:
+				if cs.Workload != keysUniform || cs.Callers != 64 || !slices.Equal(cs.Systems, []string{policyPrefix + "fixed-window", policyPrefix + "token-bucket", "redis_rate"}) {
+					t.Errorf("%q: Cluster cell %+v", c.args, cs)
+				}
+			case inMemory:
+				if !slices.Equal(cs.Systems, []string{"memstore token-bucket", "memstore sliding-log", "x/time/rate", "go-limiter"}) {
+					t.Errorf("%q: memory cell systems %v", c.args, cs.Systems)
+				}
 			}
 		}
-		for _, k := range []string{"redis/one", "redis/keys-uniform", "redis/keys-zipf", "redis/denied", "redis/half-peak", "memory/one", "memory/keys-uniform", "memory/keys-zipf"} {
+		for _, k := range []string{"redis/one", "redis/keys-uniform", "redis/keys-zipf", "redis/denied", "redis/half-peak", "memory/one", "memory/keys-uniform", "memory/keys-zipf", "cluster/keys-uniform"} {
 			want := c.callers
-			if o.quick && (k == "redis/denied" || k == "redis/half-peak" || k == "memory/keys-uniform" || k == "memory/keys-zipf") {
-				want = c.callers[len(c.callers)-1:]
+			if k == "cluster/keys-uniform" || o.quick && (k == "redis/denied" || k == "redis/half-peak" || k == "redis/keys-zipf" || k == "memory/keys-uniform" || k == "memory/keys-zipf") {
+				want = []int{64}
 			}
 			if !slices.Equal(cells[k], want) {
 				t.Errorf("%q: %s at callers %v, want %v", c.args, k, cells[k], want)
 			}
 		}
 		t.Logf("%q: %d cells, %d measurements, planned %v", c.args, len(plan), est.measurements, est.total())
+	}
+	// --cluster=false, and --redis without --cluster, leave the Cluster out.
+	for _, args := range [][]string{{"--cluster=false"}, {"--redis", "redis://127.0.0.1:1"}} {
+		o, err := parseFlags(args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(buildPlan(o, systems()), func(c cellSpec) bool { return c.Store == onCluster }) {
+			t.Errorf("%q: a Cluster cell", args)
+		}
 	}
 }
 
@@ -278,7 +308,7 @@ func TestQuickRun(t *testing.T) {
 		if len(c.Order) != 1 || len(c.Measurements) != len(c.Systems) || len(c.Summaries) != len(c.Systems) {
 			t.Errorf("%s: order %v, %d measurements, %d summaries for %d systems", c.ID, c.Order, len(c.Measurements), len(c.Summaries), len(c.Systems))
 		}
-		redis := c.Store == onRedis
+		redis := c.Store != inMemory
 		for _, m := range c.Measurements {
 			n++
 			where := c.ID + " " + m.System
@@ -300,6 +330,19 @@ func TestQuickRun(t *testing.T) {
 			}
 			if redis && (c.Workload == one || isKeys(c.Workload)) && !(m.BytesPerLimiter > 0) {
 				t.Errorf("%s: bytes per limiter %v", where, m.BytesPerLimiter)
+			}
+			// On the Cluster, each node's share, the runs among them.
+			if c.Store == onCluster {
+				if len(m.Nodes) != clusterPrimaries || !(m.RedisRuns > 0) {
+					t.Errorf("%s: %v runs per decision, nodes %+v", where, m.RedisRuns, m.Nodes)
+				}
+				for _, n := range m.Nodes {
+					if !(n.RedisRuns > 0) || !(n.RedisCPUUs >= 0) {
+						t.Errorf("%s: node %+v", where, n)
+					}
+				}
+			} else if len(m.Nodes) != 0 {
+				t.Errorf("%s: nodes off the Cluster: %+v", where, m.Nodes)
 			}
 			if c.Workload == denied && m.Granted > 1 {
 				t.Errorf("%s: %d of %d granted", where, m.Granted, m.Decisions)
@@ -337,7 +380,9 @@ func TestQuickRun(t *testing.T) {
 	if rep.Machine.GoVersion == "" || rep.Machine.RedisVersion == "" || rep.Settings.ClientOptions == "" {
 		t.Errorf("machine or settings missing: %+v %+v", rep.Machine, rep.Settings)
 	}
-	for _, s := range []string{"## Headline", "| one limiter | redlimit token-bucket | redis_rate |", "go-limiter", "## 500 keys (Zipf s=1.1)", "p99 <= 1 ms"} {
+	for _, s := range []string{"## Headline", "| one limiter | redlimit token-bucket | redis_rate |", "go-limiter", "## 500 keys (Zipf s=1.1)", "p99 <= 1 ms",
+		"| 500 keys, uniform | redlimit policy token-bucket | redis_rate |", "| 500 keys, uniform (Cluster) | redlimit policy fixed-window | redis_rate |",
+		"## 500 keys (uniform), every request granted, on a Redis Cluster of 3 primaries", "per node: Redis CPU/decision, runs/decision"} {
 		if !strings.Contains(stdout.String(), s) {
 			t.Errorf("the report lacks %q:\n%s", s, stdout.String())
 		}
@@ -386,7 +431,7 @@ func TestQuickRun(t *testing.T) {
 		}
 		for _, s := range c.Systems {
 			rows++
-			if s.Ratio.N != 1 || s.Ratio.Median != 1 || (c.Store == onRedis && s.CPURatio.Median != 1) {
+			if s.Ratio.N != 1 || s.Ratio.Median != 1 || (c.Store != inMemory && s.CPURatio.Median != 1) {
 				t.Errorf("%s/%s/%d %s against itself: %+v, Redis CPU %+v", c.Store, c.Workload, c.Callers, s.System, s.Ratio, s.CPURatio)
 			}
 		}

@@ -100,6 +100,7 @@ type options struct {
 	svgFile      string
 	quick        bool
 	autopipeline bool
+	cluster      bool // the Cluster cell
 	fromJSON     string
 	// The compare mode: the JSON files of runs of the older build and of
 	// the newer, paired by position (see compare.go).
@@ -129,6 +130,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	before := fs.String("before", "", "compare mode, measure nothing: comma-separated JSON `FILES` of runs of the older build, each paired with the --after file at its place (see scripts/benchcompare)")
 	after := fs.String("after", "", "compare mode: comma-separated JSON `FILES` of runs of the newer build, as many as --before")
 	fs.BoolVar(&o.autopipeline, "autopipeline", false, "also measure redlimit with redisstore.WithAutoPipeline() on one limiter")
+	fs.BoolVar(&o.cluster, "cluster", true, fmt.Sprintf("also measure keyed policies and redis_rate over --keys keys on a Redis Cluster of %d primaries the benchmark starts (needs keys-uniform in --workloads; off by default with --redis)", clusterPrimaries))
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run . [flags]   (in bench/; or: redlimit bench [flags])\n\n"+
 			"Measures every cell (workload x callers) --rounds times, each system of a cell in turn,\n"+
@@ -148,6 +150,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	o.systemsSet = set["systems"]
+	if o.redisURL != "" && !set["cluster"] {
+		o.cluster = false
+	}
 	if set["before"] || set["after"] {
 		o.before, o.after = splitList(*before), splitList(*after)
 		if len(o.before) == 0 || len(o.before) != len(o.after) {
@@ -299,6 +304,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer e.clean(context.WithoutCancel(ctx))
 	}
+	if slices.ContainsFunc(plan, func(c cellSpec) bool { return c.Store == onCluster }) {
+		fmt.Fprintf(stderr, "starting a Redis Cluster of %d primaries...\n", clusterPrimaries)
+		if e.cluster, err = startCluster(ctx, clusterPrimaries); err != nil {
+			return err
+		}
+		defer e.cluster.stop()
+	}
 
 	est := estimate(plan, o)
 	rep := &report{Machine: m, Args: o.args, Systems: make([]system, 0, len(selected)), Settings: settings{
@@ -310,6 +322,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}}
 	for _, s := range selected {
 		rep.Systems = append(rep.Systems, *s)
+	}
+	if e.cluster != nil {
+		rep.Settings.Cluster = e.cluster.describe()
 	}
 	if e.redisson != nil {
 		rep.Settings.RedissonScript = e.redisson.from

@@ -25,8 +25,9 @@ type snapshot struct {
 	redis     float64           // Redis's CPU, user + system (INFO cpu)
 	redisCmds map[string]uint64 // calls per command (INFO commandstats), INFO itself left out
 	redisOK   bool
-	busy      float64 // the whole machine (/proc/stat)
-	self      float64 // this process (/proc/self/stat)
+	nodes     []nodeCounters // onCluster: each node's (redis and redisCmds are their sums)
+	busy      float64        // the whole machine (/proc/stat)
+	self      float64        // this process (/proc/self/stat)
 	procOK    bool
 	rusage    float64 // this process, user + system (getrusage)
 	rusageOK  bool
@@ -35,10 +36,21 @@ type snapshot struct {
 	loadOK    bool
 }
 
-// snap reads the counters; Redis's when the benchmark uses one.
-func (e *env) snap(ctx context.Context) snapshot {
+// snap reads the counters; Redis's when the benchmark uses one: for store
+// onCluster, every node's of the Cluster.
+func (e *env) snap(ctx context.Context, store string) snapshot {
 	var s snapshot
-	if e.admin != nil {
+	if store == onCluster && e.cluster != nil {
+		if nodes, ok := e.cluster.counters(ctx); ok {
+			s.nodes, s.redisCmds, s.redisOK = nodes, map[string]uint64{}, true
+			for _, n := range nodes {
+				s.redis += n.cpu
+				for name, v := range n.cmds {
+					s.redisCmds[name] += v
+				}
+			}
+		}
+	} else if e.admin != nil {
 		if cpu, cmds, err := redisCounters(ctx, e.admin); err == nil {
 			s.redis, s.redisCmds, s.redisOK = cpu, cmds, true
 		}

@@ -50,6 +50,10 @@ type measurement struct {
 	RedisCmds         nf                 `json:"redis_commands_per_decision"`
 	RedisCmdsBy       map[string]float64 `json:"redis_commands_per_decision_by_name,omitempty"`
 	AllocsPerDecision nf                 `json:"allocs_per_decision"`
+	// RedisRuns: the script and function runs (FCALL, EVALSHA...) among
+	// the commands, per decision. Nodes: on a Cluster, each node's share.
+	RedisRuns nf            `json:"redis_runs_per_decision"`
+	Nodes     []nodeFigures `json:"nodes,omitempty"`
 	// BytesPerLimiter: MEMORY USAGE of a limiter's keys after the
 	// measurement (Redis, one and keys).
 	BytesPerLimiter nf `json:"bytes_per_limiter"`
@@ -61,6 +65,15 @@ type measurement struct {
 	OtherCPUs  nf     `json:"other_cpus"`
 	Errors     uint64 `json:"errors"`
 	FirstError string `json:"first_error,omitempty"`
+}
+
+// nodeFigures is one Cluster node's part of a measurement, per decision
+// (of the whole Cluster's decisions): its CPU (µs), commands and runs.
+type nodeFigures struct {
+	Addr       string `json:"addr"`
+	RedisCPUUs nf     `json:"redis_cpu_us_per_decision"`
+	RedisCmds  nf     `json:"redis_commands_per_decision"`
+	RedisRuns  nf     `json:"redis_runs_per_decision"`
 }
 
 // fill sets m's figures from a run's load; redis: the system is on Redis.
@@ -113,6 +126,22 @@ func (m *measurement) fill(l *load, redis bool, pace float64) {
 			}
 		}
 		m.RedisCmds = nf(float64(total) / d)
+		m.RedisRuns = nf(runsOf(m.RedisCmdsBy))
+		if len(a.nodes) == len(b.nodes) {
+			for i, bn := range b.nodes {
+				an := a.nodes[i]
+				var cmds uint64
+				by := map[string]float64{}
+				for name, n := range bn.cmds {
+					if n > an.cmds[name] {
+						cmds += n - an.cmds[name]
+						by[name] = float64(n-an.cmds[name]) / d
+					}
+				}
+				m.Nodes = append(m.Nodes, nodeFigures{Addr: bn.addr, RedisCPUUs: nf((bn.cpu - an.cpu) / d * 1e6),
+					RedisCmds: nf(float64(cmds) / d), RedisRuns: nf(runsOf(by))})
+			}
+		}
 	}
 }
 
@@ -176,15 +205,27 @@ type summary struct {
 	RedisCPUUs        stat   `json:"redis_cpu_us_per_decision"`
 	RedisCmds         stat   `json:"redis_commands_per_decision"`
 	AllocsPerDecision stat   `json:"allocs_per_decision"`
+	RedisRuns         stat   `json:"redis_runs_per_decision"`
 	BytesPerLimiter   stat   `json:"bytes_per_limiter"`
 	LoadBefore        stat   `json:"load_before"`
 	LoadAfter         stat   `json:"load_after"`
 	OtherCPUs         stat   `json:"other_cpus"`
+	// Nodes: on a Cluster, each node's figures (in the measurements' order
+	// of nodes).
+	Nodes []nodeSummary `json:"nodes,omitempty"`
 	// Half-peak: the offered load, and in how many rounds it was kept.
 	OfferedPerSec float64 `json:"offered_per_sec,omitempty"`
 	KeptRounds    int     `json:"offered_kept_rounds,omitempty"`
 	Errors        uint64  `json:"errors"`
 	FirstError    string  `json:"first_error,omitempty"`
+}
+
+// nodeSummary is one Cluster node's figures over a cell's rounds.
+type nodeSummary struct {
+	Addr       string `json:"addr"`
+	RedisCPUUs stat   `json:"redis_cpu_us_per_decision"`
+	RedisCmds  stat   `json:"redis_commands_per_decision"`
+	RedisRuns  stat   `json:"redis_runs_per_decision"`
 }
 
 // ratio compares a system (redlimit's, memstore's) with a peer in one cell:
@@ -235,6 +276,8 @@ func (c *cell) summarise(byName map[string]*system) {
 		s.LoadBefore = fig(name, func(m *measurement) float64 { return float64(m.LoadBefore) })
 		s.LoadAfter = fig(name, func(m *measurement) float64 { return float64(m.LoadAfter) })
 		s.OtherCPUs = fig(name, func(m *measurement) float64 { return float64(m.OtherCPUs) })
+		s.RedisRuns = fig(name, func(m *measurement) float64 { return float64(m.RedisRuns) })
+		s.Nodes = c.nodeSummaries(name)
 		for _, m := range c.Measurements {
 			if m.System != name {
 				continue
@@ -274,6 +317,33 @@ func (c *cell) summarise(byName map[string]*system) {
 			}
 		}
 	}
+}
+
+// nodeSummaries summarises system's per-node figures (nil: not on a
+// Cluster).
+func (c *cell) nodeSummaries(system string) []nodeSummary {
+	var out []nodeSummary
+	for i := range c.Measurements {
+		if m := &c.Measurements[i]; m.System == system && len(m.Nodes) > len(out) {
+			for _, n := range m.Nodes[len(out):] {
+				out = append(out, nodeSummary{Addr: n.Addr})
+			}
+		}
+	}
+	for k := range out {
+		node := func(f func(*nodeFigures) nf) stat {
+			return summarise(c.rounds(system, func(m *measurement) float64 {
+				if k < len(m.Nodes) {
+					return float64(f(&m.Nodes[k]))
+				}
+				return math.NaN()
+			}))
+		}
+		out[k].RedisCPUUs = node(func(n *nodeFigures) nf { return n.RedisCPUUs })
+		out[k].RedisCmds = node(func(n *nodeFigures) nf { return n.RedisCmds })
+		out[k].RedisRuns = node(func(n *nodeFigures) nf { return n.RedisRuns })
+	}
+	return out
 }
 
 func metricOf(metric string) func(*measurement) float64 {
@@ -320,6 +390,7 @@ type settings struct {
 	PlannedSec        float64  `json:"planned_sec"`
 	TotalSec          float64  `json:"total_sec"`
 	RedissonScript    string   `json:"redisson_script,omitempty"`
+	Cluster           string   `json:"cluster,omitempty"`
 	GrantedRedis      string   `json:"granted_limit_redis"`
 	GrantedMemory     string   `json:"granted_limit_memory"`
 	DeniedLimit       string   `json:"denied_limit"`
@@ -372,8 +443,11 @@ func (rep *report) writeSVG(path string) error {
 // workloadTitle names a workload in the report.
 func workloadTitle(w, store string, keys int, dist string) string {
 	where := "on Redis"
-	if store == inMemory {
+	switch store {
+	case inMemory:
 		where = "in memory"
+	case onCluster:
+		where = fmt.Sprintf("on a Redis Cluster of %d primaries", clusterPrimaries)
 	}
 	switch w {
 	case one:
@@ -416,11 +490,14 @@ func (rep *report) writeMarkdown(w io.Writer) error {
 		st.Rounds, st.DurationSec, st.MemoryDurationSec, st.WarmupSec, st.Measurements, st.Cells, secs(st.TotalSec), secs(st.PlannedSec))
 	pf("- limits: granted %s on Redis, %s in memory; denied %s, used up first; keys workloads: %s limiters, Zipf s=%g; Redis client: %s\n",
 		st.GrantedRedis, st.GrantedMemory, st.DeniedLimit, thousands(float64(st.Keys)), st.Zipf, st.ClientOptions)
+	if st.Cluster != "" {
+		pf("- Redis Cluster: %s; the same client options, a ClusterClient (pool per node)\n", st.Cluster)
+	}
 	pf("- figures: median [min-max] over the rounds; a ratio is taken within each round (system / peer), then its median [min-max]\n\n")
 
 	rep.headline(pf)
 
-	for _, store := range []string{onRedis, inMemory} {
+	for _, store := range []string{onRedis, onCluster, inMemory} {
 		for _, wl := range workloadNames {
 			var cells []*cell
 			for i := range rep.Cells {
@@ -482,8 +559,11 @@ func (rep *report) headline(pf func(string, ...any)) {
 	pf("\n|---|---|---|%s\n", strings.Repeat("---:|", len(callers)))
 	for _, r := range rows {
 		where := ""
-		if r.store == inMemory {
+		switch r.store {
+		case inMemory:
 			where = " (memory)"
+		case onCluster:
+			where = " (Cluster)"
 		}
 		pf("| %s%s | %s | %s |", workloadShort(r.workload, rep.Settings.Keys, r.dist), where, r.system, r.peer)
 		for _, n := range callers {
@@ -512,7 +592,7 @@ func (rep *report) workloadTable(pf func(string, ...any), cells []*cell) {
 			}
 		}
 	}
-	redis := c0.Store == onRedis
+	redis := c0.Store != inMemory
 	half := c0.Workload == halfPeak
 	type column struct {
 		head  string
@@ -563,6 +643,20 @@ func (rep *report) workloadTable(pf func(string, ...any), cells []*cell) {
 			}
 		}
 		cols = append(cols, column{"Redis commands/decision", func(_ *cell, s *summary) string { return statText(s.RedisCmds, twoDigits) }})
+	}
+	if c0.Store == onCluster {
+		cols = append(cols,
+			column{"runs/decision (FCALL, EVALSHA)", func(_ *cell, s *summary) string { return statText(s.RedisRuns, twoDigits) }},
+			column{"per node: Redis CPU/decision, runs/decision", func(_ *cell, s *summary) string {
+				var parts []string
+				for _, n := range s.Nodes {
+					parts = append(parts, micros(float64(n.RedisCPUUs.Median))+", "+twoDigits(float64(n.RedisRuns.Median)))
+				}
+				if len(parts) == 0 {
+					return "-"
+				}
+				return strings.Join(parts, " · ")
+			}})
 	}
 	cols = append(cols, column{"allocs/decision", func(_ *cell, s *summary) string { return statText(s.AllocsPerDecision, twoDigits) }})
 	if redis && (c0.Workload == one || isKeys(c0.Workload)) {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Workloads.
@@ -71,17 +73,25 @@ type cellSpec struct {
 }
 
 // buildPlan lists the cells to measure, in order: on Redis one limiter,
-// denied, half-peak, the keys workloads; then in memory one limiter and the
-// keys workloads; callers ascending within each. The systems of a cell are
-// those whose comparison the cell is for: every algorithm of redlimit
-// against redis_rate and Redisson's script on one limiter, at half of peak
-// and over many keys; the token bucket only when every request is refused
-// (redisstore answers an exhausted limiter's refusals alike for every
-// algorithm); memstore against x/time/rate and go-limiter in memory.
-// --quick keeps redlimit's token bucket (redis_rate's like) and sliding log
-// (Redisson's like, the default), and measures denied, half-peak and the
-// in-memory keys workloads at the most callers only; --systems filters
-// every cell.
+// denied, half-peak, the keys workloads; then the Cluster cell; then in
+// memory one limiter and the keys workloads; callers ascending within each.
+// The systems of a cell are those whose comparison the cell is for: every
+// algorithm of redlimit's Limiter against redis_rate and Redisson's script
+// on one limiter and at half of peak; the token bucket only when every
+// request is refused (redisstore answers an exhausted limiter's refusals
+// alike for every algorithm); over many keys, the keyed policy of every
+// algorithm (what a service with many keys uses) and, of the Limiter per
+// key, the token bucket (redis_rate's like) and the sliding log (Redisson's
+// like, the default) only; on one limiter the policy's token bucket and
+// sliding log too. The Cluster cell (--cluster) is 100,000 keys, uniform,
+// at 64 callers (or the most below), the policy's token bucket and fixed
+// window against redis_rate. In memory memstore against x/time/rate and
+// go-limiter. --quick keeps redlimit's token bucket and sliding log (over
+// many keys the Limiter's token bucket and the policy's two; on the
+// Cluster the fixed window too; no policy on one limiter), and measures
+// denied, half-peak, keys-zipf and the in-memory keys workloads at the most
+// callers only; --systems filters every cell (and, given, lifts the choice
+// of algorithms per cell).
 func buildPlan(o *options, all []*system) []cellSpec {
 	pick := func(store string, keep func(*system) bool) []string {
 		var out []string
@@ -89,21 +99,35 @@ func buildPlan(o *options, all []*system) []cellSpec {
 			if s.Store != store || !keep(s) || !o.systems.MatchString(s.Name) {
 				continue
 			}
-			if o.quick && !o.systemsSet && s.Family == "redlimit" && s.Algorithm != "token-bucket" && s.Algorithm != "sliding-log" {
-				continue
-			}
 			out = append(out, s.Name)
 		}
 		return out
 	}
-	plain := func(s *system) bool { return !s.AutoPipeline }
-	redisSystems := map[string][]string{
-		one:         pick(onRedis, func(s *system) bool { return !s.AutoPipeline || o.autopipeline }),
-		denied:      pick(onRedis, func(s *system) bool { return s.Peer || (plain(s) && s.Algorithm == "token-bucket") }),
-		halfPeak:    pick(onRedis, plain),
-		keysUniform: pick(onRedis, plain),
-		keysZipf:    pick(onRedis, plain),
+	ours := func(s *system) bool { return s.Family == "redlimit" || s.Family == "redlimit policy" }
+	// mainAlg: the token bucket and the sliding log, unless --systems chose.
+	mainAlg := func(s *system) bool {
+		return o.systemsSet || s.Algorithm == "token-bucket" || s.Algorithm == "sliding-log"
 	}
+	// quickAlg: --quick measures redlimit's main algorithms only.
+	quickAlg := func(s *system) bool { return !o.quick || mainAlg(s) }
+	limiter := func(s *system) bool { return s.Family == "redlimit" && !s.AutoPipeline && quickAlg(s) }
+	policy := func(s *system) bool { return s.Family == "redlimit policy" && quickAlg(s) }
+	peer := func(s *system) bool { return !ours(s) }
+	redisSystems := map[string][]string{
+		one: pick(onRedis, func(s *system) bool {
+			return peer(s) || limiter(s) || (s.Family == "redlimit" && s.AutoPipeline && o.autopipeline && quickAlg(s)) || (policy(s) && mainAlg(s) && !o.quick)
+		}),
+		denied:   pick(onRedis, func(s *system) bool { return peer(s) || (limiter(s) && s.Algorithm == "token-bucket") }),
+		halfPeak: pick(onRedis, func(s *system) bool { return peer(s) || limiter(s) }),
+		keysUniform: pick(onRedis, func(s *system) bool {
+			// --quick: the policy's sliding log stands for the Limiter's.
+			return peer(s) || (limiter(s) && mainAlg(s) && (!o.quick || o.systemsSet || s.Algorithm == "token-bucket")) || policy(s)
+		}),
+	}
+	redisSystems[keysZipf] = redisSystems[keysUniform]
+	clusterSystems := pick(onRedis, func(s *system) bool {
+		return s.Family == "redis_rate" || (s.Family == "redlimit policy" && (s.Algorithm == "token-bucket" || s.Algorithm == "fixed-window"))
+	})
 	memSystems := pick(inMemory, func(*system) bool { return true })
 	var plan []cellSpec
 	add := func(store, w string, names []string, d time.Duration) {
@@ -111,9 +135,10 @@ func buildPlan(o *options, all []*system) []cellSpec {
 			return
 		}
 		for _, c := range o.callers {
-			// --quick: refusals, half of peak and many keys in memory at the
-			// most callers only.
-			if o.quick && (w == denied || w == halfPeak || (store == inMemory && isKeys(w))) && c != slices.Max(o.callers) {
+			// --quick: refusals, half of peak, Zipf's keys (with few
+			// callers no calls share a run: uniform tells as much) and many
+			// keys in memory at the most callers only.
+			if o.quick && (w == denied || w == halfPeak || w == keysZipf || (store == inMemory && isKeys(w))) && c != slices.Max(o.callers) {
 				continue
 			}
 			plan = append(plan, cellSpec{Workload: w, Store: store, Callers: c, Systems: names, Duration: d})
@@ -122,12 +147,28 @@ func buildPlan(o *options, all []*system) []cellSpec {
 	for _, w := range workloadNames {
 		add(onRedis, w, redisSystems[w], o.duration)
 	}
+	if c, ok := clusterCallers(o.callers); ok && o.cluster && len(clusterSystems) > 0 && slices.Contains(o.workloads, keysUniform) {
+		plan = append(plan, cellSpec{Workload: keysUniform, Store: onCluster, Callers: c, Systems: clusterSystems, Duration: o.duration})
+	}
 	for _, w := range workloadNames {
 		if w != halfPeak && w != denied {
 			add(inMemory, w, memSystems, o.memDuration)
 		}
 	}
 	return plan
+}
+
+// clusterCallers is the callers of the Cluster cell: 64, or the most of
+// callers below it; ok is false when callers has none as many as 8 (the
+// cell is about calls sharing round trips).
+func clusterCallers(callers []int) (int, bool) {
+	best := 0
+	for _, c := range callers {
+		if c <= 64 && c > best {
+			best = c
+		}
+	}
+	return best, best >= 8
 }
 
 // planned says whether the plan measures system name.
@@ -155,6 +196,7 @@ const (
 	setupPerMemoryKeys    = 300 * time.Millisecond
 	setupPerKeyedSystem   = 4 * time.Second
 	setupKeysForEstimates = 100_000
+	setupCluster          = 5 * time.Second
 )
 
 func estimate(plan []cellSpec, o *options) planEstimate {
@@ -171,8 +213,16 @@ func estimate(plan []cellSpec, o *options) planEstimate {
 			if c.Store == onRedis {
 				per = setupPerRedisKeys
 				for _, s := range c.Systems {
-					keyed[s] = true
+					// A keyed policy's config is one key, stored by its
+					// first call.
+					if !strings.HasPrefix(s, policyPrefix) {
+						keyed[s] = true
+					}
 				}
+			}
+			if c.Store == onCluster {
+				per = setupPerRedisKeys
+				p.setup += setupCluster
 			}
 			p.setup += time.Duration(float64(n) * float64(per) * scale)
 		}
@@ -312,7 +362,7 @@ func measureOnce(ctx context.Context, e *env, o *options, cs cellSpec, s *system
 	default:
 		seq = nil
 	}
-	p := prep{l: l, names: names, callers: cs.Callers}
+	p := prep{l: l, names: names, callers: cs.Callers, cluster: cs.Store == onCluster}
 	if s.Store == onRedis {
 		p.prefix = e.systemPrefix(s.Name)
 	}
@@ -341,7 +391,7 @@ func measureOnce(ctx context.Context, e *env, o *options, cs cellSpec, s *system
 	if s.Store == inMemory {
 		timeEvery = 64 // timing costs about as much as the decision
 	}
-	ld, err := runLoad(ctx, t, cs.Callers, seq, pace, o.warmup, cs.Duration, timeEvery, func() snapshot { return e.snap(ctx) })
+	ld, err := runLoad(ctx, t, cs.Callers, seq, pace, o.warmup, cs.Duration, timeEvery, func() snapshot { return e.snap(ctx, cs.Store) })
 	if err != nil {
 		return m, err
 	}
@@ -357,7 +407,7 @@ func measureOnce(ctx context.Context, e *env, o *options, cs cellSpec, s *system
 		m.BytesPerLimiter = nf(b)
 	}
 	if isKeys(cs.Workload) {
-		if err := e.settle(ctx, l.Interval); err != nil {
+		if err := e.settle(ctx, cs.Store, l.Interval); err != nil {
 			return m, err
 		}
 	}
@@ -380,7 +430,11 @@ func bytesPerLimiter(ctx context.Context, e *env, t *target) (float64, error) {
 		if _, err := t.call(ctx, i); err != nil {
 			return 0, fmt.Errorf("touching limiter %d: %w", i, err)
 		}
-		n, err := memoryUsage(ctx, e.admin, t.redisKeys(i))
+		admin := t.admin
+		if admin == nil {
+			admin = e.admin
+		}
+		n, err := memoryUsage(ctx, admin, t.redisKeys(i))
 		if err != nil {
 			return 0, err
 		}
@@ -393,12 +447,24 @@ func bytesPerLimiter(ctx context.Context, e *env, t *target) (float64, error) {
 // left to expire are gone, so that Redis does not spend the next
 // measurement's CPU expiring them: while INFO keyspace counts more than a
 // few keys with a time to live (the one-limiter keys), it waits, at most an
-// interval, then lets SCAN delete the expired ones.
-func (e *env) settle(ctx context.Context, interval time.Duration) error {
+// interval, then lets SCAN delete the expired ones. onCluster: on every
+// node of the Cluster.
+func (e *env) settle(ctx context.Context, store string, interval time.Duration) error {
 	const few = 1000
+	expiring := func() (int64, error) { return expiringIn(ctx, e.admin, e.base.DB) }
+	scan := func() error {
+		iter := e.admin.Scan(ctx, 0, e.prefix+"*", 5000).Iterator()
+		for iter.Next(ctx) {
+		}
+		return iter.Err()
+	}
+	if store == onCluster {
+		expiring = func() (int64, error) { return e.cluster.expiring(ctx) }
+		scan = func() error { return e.cluster.scan(ctx, e.prefix) }
+	}
 	deadline := time.Now().Add(interval)
 	for {
-		n, err := e.expiring(ctx)
+		n, err := expiring()
 		if err != nil || n <= few {
 			return err
 		}
@@ -412,22 +478,19 @@ func (e *env) settle(ctx context.Context, interval time.Duration) error {
 		}
 	}
 	// SCAN deletes the expired keys it meets.
-	iter := e.admin.Scan(ctx, 0, e.prefix+"*", 5000).Iterator()
-	for iter.Next(ctx) {
-	}
-	return iter.Err()
+	return scan()
 }
 
-// expiring is the number of keys with a time to live in the admin client's
-// database (INFO keyspace).
-func (e *env) expiring(ctx context.Context) (int64, error) {
-	info, err := e.admin.Info(ctx, "keyspace").Result()
+// expiringIn is the number of keys with a time to live in rdb's database
+// db (INFO keyspace).
+func expiringIn(ctx context.Context, rdb *redis.Client, db int) (int64, error) {
+	info, err := rdb.Info(ctx, "keyspace").Result()
 	if err != nil {
 		return 0, err
 	}
-	db := "db" + strconv.Itoa(e.base.DB) + ":"
+	prefix := "db" + strconv.Itoa(db) + ":"
 	for _, line := range strings.Split(info, "\r\n") {
-		if rest, ok := strings.CutPrefix(line, db); ok {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
 			for _, kv := range strings.Split(rest, ",") {
 				if v, ok := strings.CutPrefix(kv, "expires="); ok {
 					return strconv.ParseInt(v, 10, 64)
@@ -457,6 +520,6 @@ func exhaust(ctx context.Context, t *target) error {
 func newMeasurement() measurement {
 	nan := nf(math.NaN())
 	return measurement{P50Ns: nan, P99Ns: nan, P999Ns: nan, P99RawNs: nan, TimerLagP99Ns: nan,
-		ClientCPUUs: nan, RedisCPUUs: nan, RedisCmds: nan, AllocsPerDecision: nan, BytesPerLimiter: nan,
+		ClientCPUUs: nan, RedisCPUUs: nan, RedisCmds: nan, RedisRuns: nan, AllocsPerDecision: nan, BytesPerLimiter: nan,
 		LoadBefore: nan, LoadAfter: nan, OtherCPUs: nan}
 }

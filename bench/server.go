@@ -108,7 +108,7 @@ func parseCounters(info string) (float64, map[string]uint64, error) {
 
 // memoryUsage sums MEMORY USAGE (every element counted: SAMPLES 0) of keys;
 // a missing key counts 0.
-func memoryUsage(ctx context.Context, rdb *redis.Client, keys []string) (int64, error) {
+func memoryUsage(ctx context.Context, rdb redis.Cmdable, keys []string) (int64, error) {
 	var total int64
 	for _, k := range keys {
 		n, err := rdb.MemoryUsage(ctx, k, 0).Result()

@@ -23,6 +23,9 @@ import (
 const (
 	onRedis  = "redis"
 	inMemory = "memory"
+	// onCluster is a cell's store only: the Redis systems measured on a
+	// Cluster the benchmark starts (env.cluster).
+	onCluster = "cluster"
 )
 
 // limit is a workload's limit: rate permits per interval (the token
@@ -39,8 +42,10 @@ func (l limit) String() string { return fmt.Sprintf("%d per %s", l.Rate, l.Inter
 type target struct {
 	n    int
 	call func(ctx context.Context, i int) (granted bool, err error)
-	// redisKeys lists the Redis keys of limiter i (nil in memory).
+	// redisKeys lists the Redis keys of limiter i (nil in memory), and
+	// admin is the client to ask their MEMORY USAGE (nil: env.admin).
 	redisKeys func(i int) []string
+	admin     redis.Cmdable
 	close     func()
 }
 
@@ -67,6 +72,7 @@ type prep struct {
 	names   []string
 	callers int
 	prefix  string // on Redis: the system's own, so that systems never share a key
+	cluster bool   // on the Cluster (env.cluster), not the one server
 }
 
 // systems lists every system, in the order of the tables.
@@ -83,6 +89,13 @@ func systems() []*system {
 			}
 			out = append(out, s)
 		}
+	}
+	for _, alg := range redlimit.Algorithms {
+		out = append(out, &system{Name: policyPrefix + string(alg), Store: onRedis, Family: "redlimit policy", Algorithm: string(alg),
+			Note: "a keyed Policy of one limit: Policy.Key(key).TryAcquire (policy.lua, calls made meanwhile share runs)",
+			prepare: func(ctx context.Context, e *env, p prep) (*target, error) {
+				return preparePolicy(ctx, e, alg, p)
+			}})
 	}
 	out = append(out,
 		&system{Name: "redis_rate", Store: onRedis, Family: "redis_rate", Algorithm: "GCRA", Peer: true,
@@ -105,13 +118,18 @@ func systems() []*system {
 	return out
 }
 
+// policyPrefix starts the names of the keyed policy systems.
+const policyPrefix = "redlimit policy "
+
 // env is what the systems share: the Redis to use and the names.
 type env struct {
-	base     *redis.Options // the Redis clients' options, PoolSize aside
-	admin    *redis.Client  // INFO, MEMORY USAGE, clean-up
-	own      bool           // the benchmark started the server
-	prefix   string         // every key the benchmark writes starts with it
-	names    []string       // the limiters' names in the keys workloads
+	base  *redis.Options // the Redis clients' options, PoolSize aside
+	admin *redis.Client  // INFO, MEMORY USAGE, clean-up
+	// cluster is the Cluster of the cluster cells (nil: none).
+	cluster  *cluster
+	own      bool     // the benchmark started the server
+	prefix   string   // every key the benchmark writes starts with it
+	names    []string // the limiters' names in the keys workloads
 	redisson *redissonScripts
 	clientID string // the Redisson client's id (PER_CLIENT keys)
 	// preset records the limiters whose config has been stored once (by
@@ -124,11 +142,33 @@ type env struct {
 // no retries (a retried script could grant twice), context deadlines
 // honoured.
 func (e *env) client(callers int) *redis.Client {
+	return redis.NewClient(e.options(callers))
+}
+
+// clientFor returns the client p is measured through: on the one server,
+// or a ClusterClient with the same options (its pool per node).
+func (e *env) clientFor(p prep) redis.UniversalClient {
+	if p.cluster {
+		return e.cluster.client(p.callers)
+	}
+	return e.client(p.callers)
+}
+
+// adminFor returns the client for MEMORY USAGE on p's Redis.
+func (e *env) adminFor(p prep) redis.Cmdable {
+	if p.cluster {
+		return e.cluster.admin
+	}
+	return e.admin
+}
+
+// options are the client options every system shares (see client).
+func (e *env) options(callers int) *redis.Options {
 	o := *e.base
 	o.PoolSize = callers
 	o.MaxRetries = -1
 	o.ContextTimeoutEnabled = true
-	return redis.NewClient(&o)
+	return &o
 }
 
 // systemPrefix is the key prefix of system name: the run's prefix and the
@@ -249,8 +289,50 @@ func presetConfigs(ctx context.Context, e *env, alg redlimit.Algorithm, p prep) 
 	return first
 }
 
+// preparePolicy makes a keyed policy of one limit, l under alg, and
+// asks it for p's names as keys. The policy's config is one key, stored by
+// the first call (every call sends it along), so nothing is stored before.
+func preparePolicy(ctx context.Context, e *env, alg redlimit.Algorithm, p prep) (*target, error) {
+	rdb := e.clientFor(p)
+	store, err := redisstore.New(rdb, redisstore.WithPrefix(p.prefix))
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	cfg := redlimit.Config{Algorithm: alg, Rate: p.l.Rate, Interval: p.l.Interval}
+	pol, err := redlimit.NewPolicy(store, "p", []redlimit.Config{cfg})
+	if err != nil {
+		store.Close()
+		rdb.Close()
+		return nil, err
+	}
+	keyed := make([]redlimit.Keyed, len(p.names))
+	for i, name := range p.names {
+		keyed[i] = pol.Key(name)
+	}
+	return &target{
+		n: len(keyed),
+		call: func(ctx context.Context, i int) (bool, error) {
+			r, err := keyed[i].TryAcquire(ctx, 1)
+			return r.Allowed, err
+		},
+		redisKeys: func(i int) []string {
+			// redisstore's layout of a key's state: PREFIX{policy%:key},
+			// and PREFIX{policy%:key}1 for the sliding log's list of the
+			// first limit; the names here need no escaping.
+			base := p.prefix + "{p%:" + p.names[i] + "}"
+			return []string{base, base + "1"}
+		},
+		admin: e.adminFor(p),
+		close: func() {
+			store.Close()
+			rdb.Close()
+		},
+	}, nil
+}
+
 func prepareRedisRate(ctx context.Context, e *env, p prep) (*target, error) {
-	rdb := e.client(p.callers)
+	rdb := e.clientFor(p)
 	lim := redis_rate.NewLimiter(rdb)
 	rl := redis_rate.Limit{Rate: int(p.l.Rate), Burst: int(p.l.Rate), Period: p.l.Interval}
 	keys := make([]string, len(p.names))
@@ -267,6 +349,7 @@ func prepareRedisRate(ctx context.Context, e *env, p prep) (*target, error) {
 			return r.Allowed > 0, nil
 		},
 		redisKeys: func(i int) []string { return []string{"rate:" + keys[i]} },
+		admin:     e.adminFor(p),
 		close:     func() { rdb.Close() },
 	}, nil
 }

@@ -1,12 +1,13 @@
-// Command bench measures redlimit beside its peers, on Redis and in memory,
-// from one process: for every cell (workload x callers) it measures each
+// Command bench measures redlimit beside its peers, on Redis (one server,
+// and a 3-primary Cluster it starts) and in memory, from one process: for every cell (workload x callers) it measures each
 // system in turn, over several rounds (A B C, B C A, ...), and reports per
 // cell the median and range of decisions/s, the ratios to each peer taken
 // within each round, and per decision the client's and Redis's CPU, Redis's
-// commands and the allocations.
+// commands and the allocations; on the Cluster, per node too.
 //
 //	cd bench && go run . [--rounds 3] [--duration 3s] [--callers 1,8,64,256] [--json FILE] [--markdown FILE] [--svg FILE]
-//	cd bench && go run . --quick        # about 2 minutes
+//	cd bench && go run . --quick        # about 2.5 minutes
+//	cd bench && go run . --cluster=false  # without the Cluster cell
 //	cd bench && go run . --before OLD1.json,OLD2.json --after NEW1.json,NEW2.json
 //
 // The last compares two builds of redlimit from their runs' JSON, round by

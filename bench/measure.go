@@ -110,7 +110,8 @@ func openTimes(sched, t0, t1, queueEnd time.Time) (lat, raw, lag time.Duration, 
 }
 
 // runLoad runs callers goroutines asking t for one permit each in a loop:
-// warmup first, then dur measured. Calls that complete within the measured
+// warmup first (and until every caller has had an answer), then dur
+// measured. Calls that complete within the measured
 // window count; every timeEvery-th call of each caller is timed (timing
 // costs about as much as an in-memory decision). snap reads the CPU
 // counters at the window's ends. With pace > 0 the callers are paced,
@@ -143,6 +144,12 @@ func runLoad(ctx context.Context, t *target, callers int, seq []int32, pace floa
 	var phase atomic.Int32
 	workers := make([]*worker, callers)
 	var wg sync.WaitGroup
+	// ready is closed once every caller has had a call answered: the
+	// warm-up lasts until then (a fresh client dials its connections, a
+	// policy reads its config), so that no window starts cold.
+	ready := make(chan struct{})
+	var unready atomic.Int64
+	unready.Store(int64(callers))
 	for g := range workers {
 		w := &worker{}
 		if open {
@@ -182,6 +189,9 @@ func runLoad(ctx context.Context, t *target, callers int, seq []int32, pace floa
 					}
 				}
 				ok, err := t.call(cctx, i)
+				if k == 0 && unready.Add(-1) == 0 {
+					close(ready)
+				}
 				var d, raw, lag time.Duration
 				if timed {
 					t1 := time.Now()
@@ -239,6 +249,16 @@ func runLoad(ctx context.Context, t *target, callers int, seq []int32, pace floa
 		stop()
 		return out, ctx.Err()
 	}
+	// A call stuck on a dead server does not hold the window back long.
+	wait := time.NewTimer(10 * time.Second)
+	select {
+	case <-ready:
+	case <-wait.C:
+	case <-ctx.Done():
+		stop()
+		return out, ctx.Err()
+	}
+	wait.Stop()
 	out.before = snap()
 	phase.Store(measuring)
 	t1 := time.Now()

@@ -30,6 +30,7 @@ func benchCalls(b *testing.B, callers int) {
 	var done atomic.Int64
 	var wg sync.WaitGroup
 	b.ReportAllocs()
+	cpu0 := processCPU()
 	b.ResetTimer()
 	for g := range callers {
 		wg.Go(func() {
@@ -44,6 +45,7 @@ func benchCalls(b *testing.B, callers int) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	b.ReportMetric((processCPU()-cpu0)*1e6/float64(b.N), "cpu-µs/op")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 }
 

@@ -3,6 +3,8 @@ package serve
 import (
 	"errors"
 	"net/http"
+	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -11,6 +13,7 @@ import (
 	"github.com/redlimit/redlimit"
 	redlimitprom "github.com/redlimit/redlimit/prometheus"
 	"github.com/redlimit/redlimit/serve/decide"
+	"github.com/redlimit/redlimit/serve/rules"
 )
 
 // metrics are a Server's own Prometheus registry (not the global one, so
@@ -22,6 +25,26 @@ type metrics struct {
 	policies *redlimitprom.Metrics
 	requests *prometheus.CounterVec
 	reloads  *prometheus.CounterVec
+
+	// The requests' series by domain, kept so that a request finds its
+	// counter without hashing its labels.
+	counters atomic.Pointer[requestCounters] // of the rules last seen
+	mu       sync.Mutex                      // guards byDomain
+	byDomain map[string]*domainCounters
+}
+
+// requestCodes are the codes of requests_total, by index.
+var requestCodes = [...]string{"OK", "OVER_LIMIT", "UNKNOWN", "BAD_REQUEST", "UNAVAILABLE", "ERROR"}
+
+// domainCounters are one domain's requests_total series, each made at
+// its first request (a series appears when first counted).
+type domainCounters [len(requestCodes)]atomic.Pointer[prometheus.Counter]
+
+// requestCounters are the series of the domains of one rules set (and
+// otherDomain).
+type requestCounters struct {
+	set     *rules.Set
+	domains map[string]*domainCounters
 }
 
 // otherDomain labels the requests for a domain the rules do not know,
@@ -38,6 +61,7 @@ func newMetrics(cfg *Config) *metrics {
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "redlimit", Subsystem: "serve", Name: "reloads_total",
 			Help: "Reloads of the rules that found new content, by result: ok (put in force) or refused (the rules in force stay)."},
 			[]string{"result"}),
+		byDomain: map[string]*domainCounters{},
 	}
 	if st, ok := cfg.Store.(redlimitprom.StatsSource); ok {
 		m.policies.WatchStore("serve", st)
@@ -103,20 +127,56 @@ func (s *Server) countRequest(domain string, overall decide.Code, err error) {
 	if s.met == nil {
 		return
 	}
-	if set := s.dec.Rules(); set == nil || set.Domain(domain) == nil {
-		domain = otherDomain
+	byDomain := s.met.countersFor(s.dec.Rules()).domains
+	dc := byDomain[domain]
+	if dc == nil {
+		domain, dc = otherDomain, byDomain[otherDomain]
 	}
-	code := overall.String()
+	code := 2 // UNKNOWN
 	switch {
+	case err == nil && overall == decide.OK:
+		code = 0
+	case err == nil && overall == decide.OverLimit:
+		code = 1
 	case err == nil:
 	case errors.Is(err, redlimit.ErrInvalidArgument):
-		code = "BAD_REQUEST"
+		code = 3
 	case errors.Is(err, redlimit.ErrUnavailable), errors.Is(err, decide.ErrNoRules):
-		code = "UNAVAILABLE"
+		code = 4
 	default:
-		code = "ERROR"
+		code = 5
 	}
-	s.met.requests.WithLabelValues(domain, code).Inc()
+	c := dc[code].Load()
+	if c == nil {
+		cv := s.met.requests.WithLabelValues(domain, requestCodes[code])
+		c = &cv
+		dc[code].Store(c) // a race stores the same series
+	}
+	(*c).Inc()
+}
+
+// countersFor returns the requests' series of set's domains.
+func (m *metrics) countersFor(set *rules.Set) *requestCounters {
+	if c := m.counters.Load(); c != nil && c.set == set {
+		return c
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := &requestCounters{set: set, domains: map[string]*domainCounters{}}
+	var names []string
+	if set != nil {
+		names = set.Domains()
+	}
+	for _, name := range append(names, otherDomain) {
+		dc := m.byDomain[name]
+		if dc == nil {
+			dc = new(domainCounters)
+			m.byDomain[name] = dc
+		}
+		c.domains[name] = dc
+	}
+	m.counters.Store(c)
+	return c
 }
 
 // rulesChanged follows an attempt to change the rules: counted, and a

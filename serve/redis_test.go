@@ -21,7 +21,7 @@ import (
 
 // runOn starts serve.Run on url until the test ends and returns its
 // gRPC and HTTP addresses, or Run's error if it failed to start.
-func runOn(t *testing.T, rulesFile, url string) (string, string, error) {
+func runOn(t testing.TB, rulesFile, url string) (string, string, error) {
 	t.Helper()
 	addrs := make(chan net.Addr, 2)
 	ctx, cancel := context.WithCancel(context.Background())

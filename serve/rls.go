@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
@@ -37,83 +38,165 @@ func (g rls) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (
 
 // shouldRateLimit answers one envoy request, for gRPC and HTTP alike.
 func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	dr := decide.Request{Domain: req.GetDomain(), Hits: req.GetHitsAddend(), Descriptors: make([]decide.Descriptor, len(req.GetDescriptors()))}
-	for i, d := range req.GetDescriptors() {
-		dd := &dr.Descriptors[i]
-		if o := d.GetLimit(); o != nil {
-			u := overrideUnits[o.GetUnit()]
-			if u == 0 {
-				return nil, &decide.RequestError{Reason: fmt.Sprintf("descriptor %d: the limit override's unit %v is unknown", i, o.GetUnit())}
-			}
-			mult := int64(1)
-			if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
-				mult = int64(m.GetValue())
-			}
-			dd.Override = &decide.Override{RequestsPerUnit: int64(o.GetRequestsPerUnit()), Interval: u * time.Duration(mult)}
+	descs := req.GetDescriptors()
+	dr := decide.Request{Domain: req.GetDomain(), Hits: req.GetHitsAddend()}
+	// One descriptor of a few entries, as most requests are, is made on
+	// the stack: the decision keeps none of it.
+	var one [1]decide.Descriptor
+	var oneEntries [4]rules.Entry
+	if len(descs) == 1 && len(descs[0].GetEntries()) <= len(oneEntries) {
+		es := descs[0].GetEntries()
+		for j, e := range es {
+			oneEntries[j] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
 		}
-		if h := d.GetHitsAddend(); h != nil {
-			v := h.GetValue()
-			dd.Hits = &v
+		var err error
+		if one[0], err = descriptorOf(0, descs[0], oneEntries[:len(es)]); err != nil {
+			return nil, err
 		}
-		dd.Entries = make([]rules.Entry, len(d.GetEntries()))
-		for j, e := range d.GetEntries() {
-			dd.Entries[j] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
+		dr.Descriptors = one[:]
+	} else {
+		dr.Descriptors = make([]decide.Descriptor, len(descs))
+		for i, d := range descs {
+			entries := make([]rules.Entry, len(d.GetEntries()))
+			for j, e := range d.GetEntries() {
+				entries[j] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
+			}
+			var err error
+			if dr.Descriptors[i], err = descriptorOf(i, d, entries); err != nil {
+				return nil, err
+			}
 		}
 	}
 	r, err := s.dec.Decide(ctx, dr)
-	s.countRequest(dr.Domain, r.Overall, err)
+	s.countRequest(req.GetDomain(), r.Overall, err)
 	if err != nil {
 		return nil, err
 	}
-	out := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_Code(r.Overall), Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(r.Statuses))}
+	return s.response(&r), nil
+}
+
+// descriptorOf is envoy's i-th descriptor d, with its entries.
+func descriptorOf(i int, d *ratelimitv3.RateLimitDescriptor, entries []rules.Entry) (decide.Descriptor, error) {
+	dd := decide.Descriptor{Entries: entries}
+	if o := d.GetLimit(); o != nil {
+		u := overrideUnit(o.GetUnit())
+		if u == 0 {
+			return dd, &decide.RequestError{Reason: fmt.Sprintf("descriptor %d: the limit override's unit %v is unknown", i, o.GetUnit())}
+		}
+		mult := int64(1)
+		if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
+			mult = int64(m.GetValue())
+		}
+		dd.Override = &decide.Override{RequestsPerUnit: int64(o.GetRequestsPerUnit()), Interval: u * time.Duration(mult)}
+	}
+	if h := d.GetHitsAddend(); h != nil {
+		v := h.GetValue()
+		dd.Hits = &v
+	}
+	return dd, nil
+}
+
+// answer is a response to one descriptor, made in one allocation.
+type answer struct {
+	resp rlsv3.RateLimitResponse
+	ptrs [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	st   [1]statusParts
+}
+
+// statusParts are the messages of one descriptor's status.
+type statusParts struct {
+	st    rlsv3.RateLimitResponse_DescriptorStatus
+	limit rlsv3.RateLimitResponse_RateLimit
+	reset durationpb.Duration
+}
+
+// response is r as envoy's response.
+func (s *Server) response(r *decide.Response) *rlsv3.RateLimitResponse {
+	var out *rlsv3.RateLimitResponse
+	var parts []statusParts
+	if len(r.Statuses) == 1 {
+		a := new(answer)
+		out, parts = &a.resp, a.st[:]
+		out.Statuses = a.ptrs[:]
+	} else {
+		out, parts = new(rlsv3.RateLimitResponse), make([]statusParts, len(r.Statuses))
+		out.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(r.Statuses))
+	}
+	out.OverallCode = rlsv3.RateLimitResponse_Code(r.Overall)
 	for i := range r.Statuses {
-		out.Statuses[i] = descriptorStatus(&r.Statuses[i])
+		out.Statuses[i] = descriptorStatus(&r.Statuses[i], &parts[i])
 	}
 	if s.cfg.ResponseHeaders {
-		out.ResponseHeadersToAdd = headers(&r)
+		out.ResponseHeadersToAdd = headers(r)
 	}
-	return out, nil
+	return out
 }
 
-var overrideUnits = map[typev3.RateLimitUnit]time.Duration{
-	typev3.RateLimitUnit_SECOND: rules.Second.Duration(),
-	typev3.RateLimitUnit_MINUTE: rules.Minute.Duration(),
-	typev3.RateLimitUnit_HOUR:   rules.Hour.Duration(),
-	typev3.RateLimitUnit_DAY:    rules.Day.Duration(),
-	typev3.RateLimitUnit_MONTH:  rules.Month.Duration(),
-	typev3.RateLimitUnit_YEAR:   rules.Year.Duration(),
+// overrideUnit is the length of an override's unit, 0 for one unknown.
+func overrideUnit(u typev3.RateLimitUnit) time.Duration {
+	switch u {
+	case typev3.RateLimitUnit_SECOND:
+		return rules.Second.Duration()
+	case typev3.RateLimitUnit_MINUTE:
+		return rules.Minute.Duration()
+	case typev3.RateLimitUnit_HOUR:
+		return rules.Hour.Duration()
+	case typev3.RateLimitUnit_DAY:
+		return rules.Day.Duration()
+	case typev3.RateLimitUnit_MONTH:
+		return rules.Month.Duration()
+	case typev3.RateLimitUnit_YEAR:
+		return rules.Year.Duration()
+	}
+	return 0
 }
 
-var units = map[rules.Unit]rlsv3.RateLimitResponse_RateLimit_Unit{
-	rules.Second: rlsv3.RateLimitResponse_RateLimit_SECOND,
-	rules.Minute: rlsv3.RateLimitResponse_RateLimit_MINUTE,
-	rules.Hour:   rlsv3.RateLimitResponse_RateLimit_HOUR,
-	rules.Day:    rlsv3.RateLimitResponse_RateLimit_DAY,
-	rules.Week:   rlsv3.RateLimitResponse_RateLimit_WEEK,
-	rules.Month:  rlsv3.RateLimitResponse_RateLimit_MONTH,
-	rules.Year:   rlsv3.RateLimitResponse_RateLimit_YEAR,
+// unit is u in envoy's units (UNKNOWN for none).
+func unit(u rules.Unit) rlsv3.RateLimitResponse_RateLimit_Unit {
+	switch u {
+	case rules.Second:
+		return rlsv3.RateLimitResponse_RateLimit_SECOND
+	case rules.Minute:
+		return rlsv3.RateLimitResponse_RateLimit_MINUTE
+	case rules.Hour:
+		return rlsv3.RateLimitResponse_RateLimit_HOUR
+	case rules.Day:
+		return rlsv3.RateLimitResponse_RateLimit_DAY
+	case rules.Week:
+		return rlsv3.RateLimitResponse_RateLimit_WEEK
+	case rules.Month:
+		return rlsv3.RateLimitResponse_RateLimit_MONTH
+	case rules.Year:
+		return rlsv3.RateLimitResponse_RateLimit_YEAR
+	}
+	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN
 }
 
 func clamp32(n int64) uint32 {
 	return uint32(max(0, min(n, math.MaxUint32)))
 }
 
-func descriptorStatus(st *decide.Status) *rlsv3.RateLimitResponse_DescriptorStatus {
-	out := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_Code(st.Code)}
+// descriptorStatus is st as envoy's status, made in p.
+func descriptorStatus(st *decide.Status, p *statusParts) *rlsv3.RateLimitResponse_DescriptorStatus {
+	out := &p.st
+	out.Code = rlsv3.RateLimitResponse_Code(st.Code)
 	if st.Unlimited {
 		out.LimitRemaining = math.MaxUint32
 	}
 	if st.Limit == nil {
 		return out
 	}
-	l := &rlsv3.RateLimitResponse_RateLimit{Name: st.Limit.Name, RequestsPerUnit: clamp32(st.Limit.Config.Rate), Unit: units[st.Limit.Unit]}
+	l := &p.limit
+	l.Name, l.RequestsPerUnit, l.Unit = st.Limit.Name, clamp32(st.Limit.Config.Rate), unit(st.Limit.Unit)
 	if st.Limit.Multiplier > 1 {
 		l.UnitMultiplier = wrapperspb.UInt32(clamp32(st.Limit.Multiplier))
 	}
 	out.CurrentLimit = l
 	out.LimitRemaining = clamp32(st.Remaining)
 	if st.Limit.Config.Rate > 0 {
-		out.DurationUntilReset = durationpb.New(st.ResetAfter)
+		// durationpb.New's fields, without its allocation.
+		p.reset.Seconds, p.reset.Nanos = int64(st.ResetAfter/time.Second), int32(st.ResetAfter%time.Second)
+		out.DurationUntilReset = &p.reset
 	}
 	return out
 }

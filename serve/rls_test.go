@@ -3,6 +3,7 @@ package serve_test
 import (
 	"context"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -221,5 +222,42 @@ func TestGRPCHealth(t *testing.T) {
 		if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
 			t.Errorf("%q: %v %v", svc, resp, err)
 		}
+	}
+}
+
+// TestRLSManyEntries: a descriptor of more entries than most (a nested
+// rule five levels deep) is matched and counted as one of one entry is,
+// alone or beside another descriptor.
+func TestRLSManyEntries(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	replace(t, file, `domain: deep
+descriptors:
+  - key: a
+    descriptors:
+      - key: b
+        descriptors:
+          - key: c
+            descriptors:
+              - key: d
+                descriptors:
+                  - key: e
+                    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: one
+    rate_limit: {unit: hour, requests_per_unit: 5}
+`)
+	ts := start(t, serve.Config{Rules: file})
+	c := rlsClient(t, ts.grpcAddr)
+	deep := descriptor("a", "1", "b", "2", "c", "3", "d", "4", "e", "5")
+	alone := &rlsv3.RateLimitRequest{Domain: "deep", Descriptors: []*ratelimitv3.RateLimitDescriptor{deep}}
+	if resp := call(t, c, alone); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 1 || resp.Statuses[0].CurrentLimit.RequestsPerUnit != 2 {
+		t.Fatalf("alone: %v", resp)
+	}
+	both := &rlsv3.RateLimitRequest{Domain: "deep", Descriptors: []*ratelimitv3.RateLimitDescriptor{descriptor("one", "x"), deep}}
+	resp := call(t, c, both)
+	if resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 4 || resp.Statuses[1].LimitRemaining != 0 {
+		t.Fatalf("beside another: %v", resp)
+	}
+	if resp := call(t, c, both); resp.OverallCode != over || resp.Statuses[0].Code != ok || resp.Statuses[1].Code != over {
+		t.Fatalf("over: %v", resp)
 	}
 }

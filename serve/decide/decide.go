@@ -164,8 +164,8 @@ type Decider struct {
 	cur   atomic.Pointer[snapshot]
 	mu    sync.Mutex // serializes SetRules
 
-	overrides     sync.Map // overrideKey -> *overridePolicy
-	overrideCount atomic.Int64
+	overrideMu sync.RWMutex
+	overrides  map[overrideKey]*overridePolicy // at most maxOverrides
 }
 
 type overrideKey struct {
@@ -203,7 +203,7 @@ func New(store redlimit.PolicyStore, opts Options) (*Decider, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.Real
 	}
-	return &Decider{store: store, opts: opts}, nil
+	return &Decider{store: store, opts: opts, overrides: map[overrideKey]*overridePolicy{}}, nil
 }
 
 // Rules returns the rules in force, nil before the first SetRules.
@@ -315,7 +315,17 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Response, error) {
 	if snap == nil {
 		return Response{}, ErrNoRules
 	}
-	resp := Response{Overall: OK, Statuses: make([]Status, len(req.Descriptors))}
+	resp := Response{Overall: OK}
+	var limits []Limit // each status's Limit, in one allocation with the statuses
+	if len(req.Descriptors) == 1 {
+		one := new(struct {
+			st  [1]Status
+			lim [1]Limit
+		})
+		resp.Statuses, limits = one.st[:], one.lim[:]
+	} else {
+		resp.Statuses, limits = make([]Status, len(req.Descriptors)), make([]Limit, len(req.Descriptors))
+	}
 	matched := make([]*rules.Rule, len(req.Descriptors))
 	keys := make([]string, len(req.Descriptors))
 	var ovs map[int]*redlimit.Policy
@@ -373,7 +383,8 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Response, error) {
 			st.Unlimited = true
 		case r.Blocked:
 			st.Code = OverLimit
-			st.Limit = &Limit{Name: r.Name, Config: redlimit.Config{Interval: r.BlockedInterval}}
+			st.Limit = &limits[i]
+			*st.Limit = Limit{Name: r.Name, Config: redlimit.Config{Interval: r.BlockedInterval}}
 			st.Limit.Unit, st.Limit.Multiplier = rules.UnitOf(r.BlockedInterval)
 		default:
 			var k redlimit.Keyed
@@ -382,11 +393,11 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Response, error) {
 			} else {
 				k = snap.policies[r].Key(keys[i])
 			}
-			if err := d.ask(ctx, k, n, st); err != nil {
+			if err := d.ask(ctx, k, n, st, &limits[i]); err != nil {
 				d.handBack(ctx, charged)
 				return Response{}, fmt.Errorf("decide: %s: %w", r, err)
 			}
-			if st.Code == OK && n > 0 {
+			if st.Code == OK && n > 0 && d.opts.AllOrNothing {
 				charged = append(charged, charge{k, n})
 			}
 		}
@@ -432,8 +443,9 @@ func (d *Decider) handBack(ctx context.Context, charged []charge) {
 	}
 }
 
-// ask charges n permits to k (0: only looks) and fills st.
-func (d *Decider) ask(ctx context.Context, k redlimit.Keyed, n int64, st *Status) error {
+// ask charges n permits to k (0: only looks) and fills st, its Limit
+// written to lim.
+func (d *Decider) ask(ctx context.Context, k redlimit.Keyed, n int64, st *Status, lim *Limit) error {
 	var r redlimit.Result
 	var err error
 	if n == 0 {
@@ -475,14 +487,15 @@ func (d *Decider) ask(ctx context.Context, k redlimit.Keyed, n int64, st *Status
 		}
 	}
 	if pick != nil {
-		st.Limit = limitOf(st.Rule, pick)
+		*lim = limitOf(st.Rule, pick)
+		st.Limit = lim
 		st.ResetAfter = pick.ResetAfter
 	}
 	return nil
 }
 
-func limitOf(r *rules.Rule, ls *redlimit.LimitStatus) *Limit {
-	l := &Limit{Config: ls.Config}
+func limitOf(r *rules.Rule, ls *redlimit.LimitStatus) Limit {
+	l := Limit{Config: ls.Config}
 	l.Unit, l.Multiplier = rules.UnitOf(ls.Config.Interval)
 	for _, rl := range r.Limits {
 		if rl.Config == ls.Config {
@@ -508,24 +521,32 @@ func isReplaced(r *rules.Rule, replaced map[string]bool) bool {
 	return false
 }
 
-// override returns the policy of an override, made on first use.
+// override returns the policy of an override, made on first use. The
+// domain is copied where kept, so that a request's strings stay its own.
 func (d *Decider) override(domain string, o *Override) (*overridePolicy, error) {
 	k := overrideKey{domain: domain, rate: o.RequestsPerUnit, interval: o.Interval}
-	if op, ok := d.overrides.Load(k); ok {
-		return op.(*overridePolicy), nil
+	d.overrideMu.RLock()
+	op := d.overrides[k]
+	d.overrideMu.RUnlock()
+	if op != nil {
+		return op, nil
 	}
-	if d.overrideCount.Add(1) > maxOverrides {
-		d.overrideCount.Add(-1)
+	d.overrideMu.Lock()
+	defer d.overrideMu.Unlock()
+	if op := d.overrides[k]; op != nil {
+		return op, nil
+	}
+	if len(d.overrides) >= maxOverrides {
 		return nil, &RequestError{Reason: fmt.Sprintf("more than %d distinct limit overrides", maxOverrides)}
 	}
-	r := &rules.Rule{Domain: domain, Path: "(override)", File: "(request)"}
-	op := &overridePolicy{rule: r}
+	kept := overrideKey{domain: strings.Clone(domain), rate: k.rate, interval: k.interval}
+	r := &rules.Rule{Domain: kept.domain, Path: "(override)", File: "(request)"}
+	op = &overridePolicy{rule: r}
 	if o.RequestsPerUnit == 0 {
 		r.Blocked, r.BlockedInterval = true, o.Interval
 	} else {
 		cfg, err := redlimit.Config{Algorithm: redlimit.FixedWindow, Rate: o.RequestsPerUnit, Interval: o.Interval}.Normalize()
 		if err != nil {
-			d.overrideCount.Add(-1)
 			return nil, &RequestError{Reason: "the limit override: " + err.Error()}
 		}
 		r.Limits = []rules.Limit{{Config: cfg}}
@@ -534,17 +555,13 @@ func (d *Decider) override(domain string, o *Override) (*overridePolicy, error) 
 			opts = append(opts, redlimit.WithFailurePolicy(redlimit.FailOpen))
 		}
 		opts = append(opts, d.opts.PolicyOptions...)
-		p, err := redlimit.NewPolicy(d.store, "serve:override:"+rules.Escape(domain)+"/"+redlimit.LimitName(cfg), []redlimit.Config{cfg}, opts...)
+		p, err := redlimit.NewPolicy(d.store, "serve:override:"+rules.Escape(kept.domain)+"/"+redlimit.LimitName(cfg), []redlimit.Config{cfg}, opts...)
 		if err != nil {
-			d.overrideCount.Add(-1)
 			return nil, &RequestError{Reason: "the limit override: " + err.Error()}
 		}
 		op.policy = p
 	}
-	if prev, loaded := d.overrides.LoadOrStore(k, op); loaded {
-		d.overrideCount.Add(-1)
-		return prev.(*overridePolicy), nil
-	}
+	d.overrides[kept] = op
 	return op, nil
 }
 

@@ -16,10 +16,12 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/serve"
 )
 
 // BenchmarkShouldRateLimitRedis is serve as `redlimit serve --redis`
-// runs it (serve.Run on a real redis-server, defaults otherwise) driven
+// runs it (serve.Run on a real redis-server, the command's defaults,
+// --gc-percent from $BENCH_GC_PERCENT if set) driven
 // by 64 concurrent gRPC callers over one loopback connection, one
 // descriptor per call: each caller on its own value, or all on one. It
 // reports the process CPU per decision (getrusage: the client's share
@@ -31,7 +33,7 @@ func BenchmarkShouldRateLimitRedis(b *testing.B) {
 	if err := os.WriteFile(file, []byte(rules), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	gaddr, _, err := runOn(b, file, "redis://"+rs.Addr+"/0")
+	gaddr, _, err := runConfig(b, serve.Config{Rules: file, Redis: "redis://" + rs.Addr + "/0", GCPercent: gcPercent()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -71,6 +73,14 @@ func BenchmarkShouldRateLimitRedis(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 		})
 	}
+}
+
+// gcPercent is the command's default --gc-percent, or $BENCH_GC_PERCENT.
+func gcPercent() int {
+	if n, err := strconv.Atoi(os.Getenv("BENCH_GC_PERCENT")); err == nil {
+		return n
+	}
+	return serve.DefaultGCPercent
 }
 
 // processCPU is the user and system CPU time of this process, in

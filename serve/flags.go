@@ -13,6 +13,9 @@ import (
 // --max-entries.
 const EnvPrefix = "REDLIMIT_"
 
+// DefaultGCPercent is --gc-percent's default (Config.GCPercent).
+const DefaultGCPercent = 400
+
 // RegisterFlags defines on fs a flag for every setting of c a command
 // line can give, bound to c and with c's defaults, so that every command
 // serving redlimit offers the same flags with the same help. Fields
@@ -37,6 +40,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSKey, "tls-key", "", "private key `file` (PEM) of --tls-cert")
 	fs.Var(notFlag{&c.NoMetrics}, "metrics", "serve Prometheus metrics on GET /metrics of the HTTP port (--metrics=false turns them off)")
 	fs.BoolVar(&c.Dashboard, "dashboard", false, "serve the web dashboard at /dashboard/ on the HTTP port")
+	fs.IntVar(&c.GCPercent, "gc-percent", DefaultGCPercent, "the Go garbage collector's target `percent` (GOGC) while serving: higher spends memory to save CPU per decision; 0 keeps the runtime's; $GOGC, when set, wins")
 	fs.Var(notFlag{&c.NoTraffic}, "traffic", "count the traffic per policy in Redis for GET /v1/traffic and the dashboard (--traffic=false turns it off)")
 }
 

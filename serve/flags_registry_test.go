@@ -9,8 +9,8 @@ import (
 	"github.com/redlimit/redlimit/serve"
 )
 
-// TestRegistryTLSMetricsFlags sets the registry's, TLS's and the
-// metrics' settings from flags and the environment.
+// TestRegistryTLSMetricsFlags sets the registry's, TLS's, the metrics' and
+// the collector's settings from flags and the environment.
 func TestRegistryTLSMetricsFlags(t *testing.T) {
 	parse := func(args []string, env map[string]string) serve.Config {
 		t.Helper()
@@ -27,15 +27,15 @@ func TestRegistryTLSMetricsFlags(t *testing.T) {
 		return c
 	}
 	c := parse(nil, nil)
-	if c.HeartbeatTTL != 15*time.Second || c.Prefix != serve.DefaultPrefix || c.NoMetrics || c.TLSCert != "" {
+	if c.HeartbeatTTL != 15*time.Second || c.Prefix != serve.DefaultPrefix || c.NoMetrics || c.TLSCert != "" || c.GCPercent != serve.DefaultGCPercent {
 		t.Fatalf("defaults: %+v", c)
 	}
 	c = parse([]string{"--heartbeat-ttl=3s", "--tls-cert=c.pem", "--tls-key=k.pem", "--metrics=false", "--key-prefix={x}:"}, nil)
 	if c.HeartbeatTTL != 3*time.Second || c.TLSCert != "c.pem" || c.TLSKey != "k.pem" || !c.NoMetrics || c.Prefix != "{x}:" {
 		t.Fatalf("flags: %+v", c)
 	}
-	c = parse(nil, map[string]string{"REDLIMIT_METRICS": "false", "REDLIMIT_HEARTBEAT_TTL": "1m", "REDLIMIT_TLS_CERT": "c.pem"})
-	if !c.NoMetrics || c.HeartbeatTTL != time.Minute || c.TLSCert != "c.pem" {
+	c = parse(nil, map[string]string{"REDLIMIT_METRICS": "false", "REDLIMIT_HEARTBEAT_TTL": "1m", "REDLIMIT_TLS_CERT": "c.pem", "REDLIMIT_GC_PERCENT": "200"})
+	if !c.NoMetrics || c.HeartbeatTTL != time.Minute || c.TLSCert != "c.pem" || c.GCPercent != 200 {
 		t.Fatalf("environment: %+v", c)
 	}
 	if c := parse([]string{"--metrics"}, map[string]string{"REDLIMIT_METRICS": "false"}); c.NoMetrics {

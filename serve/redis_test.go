@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -23,14 +24,20 @@ import (
 // gRPC and HTTP addresses, or Run's error if it failed to start.
 func runOn(t testing.TB, rulesFile, url string) (string, string, error) {
 	t.Helper()
+	return runConfig(t, serve.Config{Rules: rulesFile, Redis: url})
+}
+
+// runConfig starts serve.Run with cfg on loopback ports until the test
+// ends.
+func runConfig(t testing.TB, cfg serve.Config) (string, string, error) {
+	t.Helper()
 	addrs := make(chan net.Addr, 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- serve.Run(ctx, serve.Config{Rules: rulesFile, Redis: url, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-			Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-			OnListen: func(g, h net.Addr) { addrs <- g; addrs <- h }})
-	}()
+	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.OnListen = func(g, h net.Addr) { addrs <- g; addrs <- h }
+	go func() { done <- serve.Run(ctx, cfg) }()
 	select {
 	case err := <-done:
 		cancel()
@@ -89,5 +96,41 @@ func TestRunBadRedisURL(t *testing.T) {
 	_, _, err := runOn(t, "testdata/edge.yaml", "http://nowhere")
 	if !errors.Is(err, redlimit.ErrInvalidArgument) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestRunGCPercent: Run puts Config.GCPercent in force while it serves
+// and the previous target back when it returns.
+func TestRunGCPercent(t *testing.T) {
+	if os.Getenv("GOGC") != "" {
+		t.Skip("GOGC is set: Run leaves the collector alone")
+	}
+	gcPercent := func() int {
+		p := debug.SetGCPercent(-1)
+		debug.SetGCPercent(p)
+		return p
+	}
+	before := gcPercent()
+	ctx, cancel := context.WithCancel(context.Background())
+	listening := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- serve.Run(ctx, serve.Config{Rules: "testdata/edge.yaml", GRPCAddr: "127.0.0.1:0", HTTPAddr: "-", GCPercent: before + 150,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnListen: func(net.Addr, net.Addr) { close(listening) }})
+	}()
+	select {
+	case <-listening:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	if got := gcPercent(); got != before+150 {
+		t.Errorf("while serving: %d, want %d", got, before+150)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := gcPercent(); got != before {
+		t.Errorf("after: %d, want %d", got, before)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -272,8 +274,12 @@ func (s *Server) shutdown(gs *grpc.Server, hs *http.Server) {
 }
 
 // Run starts a Server from cfg on cfg's addresses (opening cfg.Redis if
-// set) and serves until ctx ends (see Serve).
+// set) and serves until ctx ends (see Serve), with the garbage
+// collector's target at cfg.GCPercent meanwhile.
 func Run(ctx context.Context, cfg Config) error {
+	if cfg.GCPercent > 0 && os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(cfg.GCPercent))
+	}
 	if cfg.Store == nil && cfg.Redis != "" {
 		store, rdb, ping, closeStore, err := openRedis(cfg.Redis)
 		if err != nil {

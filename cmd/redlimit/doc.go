@@ -386,6 +386,8 @@
 //	    	serve the web dashboard at /dashboard/ on the HTTP port
 //	  -fail-open
 //	    	answer OK when the store is unavailable (default: an error, Envoy's failure_mode_deny decides)
+//	  -gc-percent percent
+//	    	the Go garbage collector's target percent (GOGC) while serving: higher spends memory to save CPU per decision; 0 keeps the runtime's; $GOGC, when set, wins (default 400)
 //	  -grpc address
 //	    	address of Envoy's rate-limit service (gRPC); - turns it off (default "127.0.0.1:8081")
 //	  -heartbeat-ttl duration

@@ -233,13 +233,29 @@ func headers(r *decide.Response) []*corev3.HeaderValue {
 	if name == "" {
 		name = "default"
 	}
-	secs := func(d time.Duration) string { return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10) }
-	h := []*corev3.HeaderValue{
-		{Key: "RateLimit-Policy", Value: fmt.Sprintf("%q;q=%d;w=%s", name, pick.Limit.Config.Rate, secs(pick.Limit.Config.Interval))},
-		{Key: "RateLimit", Value: fmt.Sprintf("%q;r=%d;t=%s", name, max(0, pick.Remaining), secs(pick.ResetAfter))},
+	secs := func(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
+	// Built with strconv (fmt's %q is strconv.Quote): a response per call.
+	q := strconv.Quote(name)
+	field := func(k1 string, v1 int64, k2 string, v2 int64) string {
+		b := make([]byte, 0, len(q)+48)
+		b = append(b, q...)
+		b = strconv.AppendInt(append(b, k1...), v1, 10)
+		b = strconv.AppendInt(append(b, k2...), v2, 10)
+		return string(b)
 	}
+	n := 2
 	if pick.Code == decide.OverLimit && pick.RetryAfter > 0 {
-		h = append(h, &corev3.HeaderValue{Key: "Retry-After", Value: secs(pick.RetryAfter)})
+		n = 3
+	}
+	vals := make([]corev3.HeaderValue, n)
+	h := make([]*corev3.HeaderValue, n)
+	vals[0].Key, vals[0].Value = "RateLimit-Policy", field(";q=", pick.Limit.Config.Rate, ";w=", secs(pick.Limit.Config.Interval))
+	vals[1].Key, vals[1].Value = "RateLimit", field(";r=", max(0, pick.Remaining), ";t=", secs(pick.ResetAfter))
+	if n == 3 {
+		vals[2].Key, vals[2].Value = "Retry-After", strconv.FormatInt(secs(pick.RetryAfter), 10)
+	}
+	for i := range vals {
+		h[i] = &vals[i]
 	}
 	return h
 }

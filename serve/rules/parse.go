@@ -415,13 +415,22 @@ func escape(s string) string {
 		return s
 	}
 	var b strings.Builder
+	b.Grow(len(s) + 8)
+	escapeTo(&b, s)
+	return b.String()
+}
+
+// escapeTo writes escape(s) to b.
+func escapeTo(b *strings.Builder, s string) {
+	const hex = "0123456789ABCDEF"
 	for i := 0; i < len(s); i++ {
 		switch ch := s[i]; ch {
 		case '%', '/', '=':
-			fmt.Fprintf(&b, "%%%02X", ch)
+			b.WriteByte('%')
+			b.WriteByte(hex[ch>>4])
+			b.WriteByte(hex[ch&15])
 		default:
 			b.WriteByte(ch)
 		}
 	}
-	return b.String()
 }

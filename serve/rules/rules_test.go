@@ -342,3 +342,33 @@ func TestUnlimitedIgnoresRequestsPerUnit(t *testing.T) {
 		t.Fatalf("%+v %v", d, err)
 	}
 }
+
+// TestMatchKeyEscapes: the key of a descriptor escapes '%', '/' and '='
+// in its values as %XX (upper-case hex), so that no two descriptors
+// share a key; the stored counts depend on it.
+func TestMatchKeyEscapes(t *testing.T) {
+	d, err := rules.Parse("r.yaml", []byte("domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {unit: second, requests_per_unit: 1}\n  - key: one\n    rate_limit: {unit: second, requests_per_unit: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.NewSet(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		entries []rules.Entry
+		want    string
+	}{
+		{[]rules.Entry{{Key: "one", Value: "1.2.3.4"}}, "1.2.3.4"},
+		{[]rules.Entry{{Key: "one", Value: "/x=%y"}}, "%2Fx%3D%25y"},
+		{[]rules.Entry{{Key: "a", Value: "p/q"}, {Key: "b", Value: "r=s"}}, "p%2Fq/r%3Ds"},
+		{[]rules.Entry{{Key: "a", Value: ""}, {Key: "b", Value: ""}}, "/"},
+	} {
+		if r, got := set.MatchKey("d", c.entries); r == nil || got != c.want {
+			t.Errorf("%v: key %q (rule %v), want %q", c.entries, got, r, c.want)
+		}
+	}
+	if got := rules.Escape("a%/=\x00z"); got != "a%25%2F%3D\x00z" {
+		t.Errorf("Escape: %q", got)
+	}
+}

@@ -183,8 +183,10 @@ func (s *Set) MatchKey(domain string, entries []Entry) (*Rule, string) {
 	}
 	n := &d.root
 	var patterns []string
+	var buf [128]byte // the lookups' "key\x00value", on the stack when short
 	for i, e := range entries {
-		next := n.exact[e.Key+"\x00"+e.Value]
+		id := append(append(append(buf[:0], e.Key...), 0), e.Value...)
+		next := n.exact[string(id)] // looked up without a copy
 		if next == nil {
 			for j := range n.wild {
 				if w := &n.wild[j]; w.key == e.Key && w.matches(e.Value) {
@@ -223,16 +225,25 @@ func key(entries []Entry, patterns []string) string {
 		return entries[0].Value
 	}
 	var b strings.Builder
+	size := len(entries) + 8 // the separators, and room for a few escapes
+	for i, e := range entries {
+		if patterns != nil && patterns[i] != "" {
+			size += 2 + len(patterns[i])
+		} else {
+			size += len(e.Value)
+		}
+	}
+	b.Grow(size)
 	for i, e := range entries {
 		if i > 0 {
 			b.WriteByte('/')
 		}
 		if patterns != nil && patterns[i] != "" {
 			b.WriteString("%*")
-			b.WriteString(escape(patterns[i]))
+			escapeTo(&b, patterns[i])
 			continue
 		}
-		b.WriteString(escape(e.Value))
+		escapeTo(&b, e.Value)
 	}
 	if b.Len() == 0 {
 		return "%"

@@ -54,9 +54,7 @@ func (r *redisBackend) add(ctx context.Context, b batch) error {
 	minute := b.now.Unix() / 60
 	for policy, tk := range b.top {
 		k := r.topKey(minute, policy)
-		for key, n := range tk.counts {
-			pipe.ZIncrBy(ctx, k, float64(n), key)
-		}
+		tk.each(func(key string, n int64) { pipe.ZIncrBy(ctx, k, float64(n), key) })
 		// Bounded: only the keep most counted stay.
 		pipe.ZRemRangeByRank(ctx, k, 0, int64(-r.keep-1))
 		pipe.Expire(ctx, k, r.ttl)
@@ -176,9 +174,7 @@ func (m *memBackend) add(_ context.Context, b batch) error {
 			keys = map[string]int64{}
 			pm[policy] = keys
 		}
-		for k, n := range tk.counts {
-			keys[k] += n
-		}
+		tk.each(func(k string, n int64) { keys[k] += n })
 		trim(keys, m.keep)
 	}
 	return nil

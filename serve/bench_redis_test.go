@@ -23,7 +23,8 @@ import (
 // runs it (serve.Run on a real redis-server, the command's defaults,
 // --gc-percent from $BENCH_GC_PERCENT if set) driven
 // by 64 concurrent gRPC callers over one loopback connection, one
-// descriptor per call: each caller on its own value, or all on one. It
+// descriptor per call: each caller on its own value, all on one, or
+// many values in turn. It
 // reports the process CPU per decision (getrusage: the client's share
 // included, since it runs in this process) beside allocs/op.
 func BenchmarkShouldRateLimitRedis(b *testing.B) {
@@ -38,12 +39,14 @@ func BenchmarkShouldRateLimitRedis(b *testing.B) {
 		b.Fatal(err)
 	}
 	c := rlsClient(b, gaddr)
-	for _, shared := range []bool{false, true} {
-		name := "values=own"
-		if shared {
-			name = "values=one"
-		}
-		b.Run(name, func(b *testing.B) {
+	// many: the callers take turns over 100000 values, as an edge's
+	// clients come and go (more keys than the traffic counts keep).
+	many := make([]*rlsv3.RateLimitRequest, 100000)
+	for i := range many {
+		many[i] = &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{descriptor("load", "client-"+strconv.Itoa(i))}}
+	}
+	for _, values := range []string{"own", "one", "many"} {
+		b.Run("values="+values, func(b *testing.B) {
 			var next atomic.Int64
 			procs := runtime.GOMAXPROCS(0)
 			b.SetParallelism((64 + procs - 1) / procs)
@@ -51,12 +54,15 @@ func BenchmarkShouldRateLimitRedis(b *testing.B) {
 			cpu0 := processCPU()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
-				v := "shared"
-				if !shared {
-					v = "caller-" + strconv.FormatInt(next.Add(1), 10)
+				caller := next.Add(1)
+				req := &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{descriptor("load", "caller-"+strconv.FormatInt(caller, 10))}}
+				if values == "one" {
+					req = &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{descriptor("load", "shared")}}
 				}
-				req := &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{descriptor("load", v)}}
-				for pb.Next() {
+				for i := caller * 7919; pb.Next(); i++ {
+					if values == "many" {
+						req = many[i%int64(len(many))]
+					}
 					resp, err := c.ShouldRateLimit(context.Background(), req)
 					if err != nil {
 						b.Error(err)

@@ -3,18 +3,24 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/batch"
+	"github.com/redlimit/redlimit/internal/redisclient"
 )
 
 // Batching of keyed calls: calls on keys of policies made while others are
 // in flight go together in one run of policy_batch (policy.lua), as the
 // limiters' calls do (batch.go): on one server the calls of any keys share
-// a run (the run declares every key it touches), on a Cluster those of one
-// key. A lone call still goes at once, as one run of policy_main.
+// a run (the run declares every key it touches). On a Cluster a script
+// touches one slot only, so a run of several keys is one pipeline of one
+// command per key (policy_main, or policy_batch for a key's several
+// calls): go-redis sends each primary its commands in one round trip, all
+// primaries at once. A lone call still goes at once, as one run of
+// policy_main.
 
 var (
 	// policyBatchFunction is policy_batch's name in the limiter library.
@@ -48,10 +54,22 @@ func (s *Store) newKeyBatcher() *keyBatcher {
 		MaxCalls: maxBatch, MaxWorks: 1,
 		Deadlines: s.bounded,
 	}
-	if _, single := s.rdb.(*redis.Client); single {
+	if _, single := s.rdb.(*redis.Client); single || s.keyPipeline() != nil {
 		cfg.MaxWorks, cfg.MaxRuns = maxWorks, maxInFlight
 	}
 	return batch.New(cfg)
+}
+
+// keyPipeline is the Cluster client whose pipelines carry runs of several
+// keys, nil where runs do not go as pipelines: on one server (a run is one
+// script), with auto-pipelining (which pipelines the keys' runs itself),
+// and with WithReplicaAck (each change waits for its own WAIT).
+func (s *Store) keyPipeline() *redis.ClusterClient {
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if _, redirecting := s.scripter.(*redisclient.Redirecting); !ok || !redirecting || s.acks > 0 {
+		return nil
+	}
+	return cc
 }
 
 // keyedRun makes one call of policy.lua (args[0] is set here): in a run
@@ -75,6 +93,12 @@ func (s *Store) runKeyed(ctx context.Context, works []*keyWork) {
 	}
 	s.keyRuns.Add(1)
 	s.keyRunCalls.Add(int64(size))
+	if len(works) > 1 {
+		if cc := s.keyPipeline(); cc != nil {
+			s.runKeyedPipeline(ctx, cc, works)
+			return
+		}
+	}
 	if size == 1 {
 		c := works[0].Calls[0]
 		c.args[0] = s.nowArg()
@@ -82,16 +106,7 @@ func (s *Store) runKeyed(ctx context.Context, works []*keyWork) {
 		works[0].Results[0], works[0].Err = r, err
 		return
 	}
-	var keys []string
-	args := make([]any, 1, 1+size*12)
-	args[0] = s.nowArg()
-	for _, w := range works {
-		for _, c := range w.Calls {
-			keys = append(keys, c.keys...)
-			args = append(args, len(c.keys), len(c.args))
-			args = append(args, c.args[1:]...)
-		}
-	}
+	keys, args := batchArgs(works, size, s.nowArg())
 	raw, err := s.runPolicyBatch(ctx, keys, args)
 	if err != nil && len(works) > 1 && crossSlot(err) {
 		// A clustered Redis behind one endpoint refuses keys of several
@@ -102,6 +117,27 @@ func (s *Store) runKeyed(ctx context.Context, works []*keyWork) {
 		}
 		return
 	}
+	setKeyedResults(works, size, raw, err)
+}
+
+// batchArgs is policy_batch's KEYS and ARGV for the calls of works.
+func batchArgs(works []*keyWork, size int, now string) ([]string, []any) {
+	var keys []string
+	args := make([]any, 1, 1+size*12)
+	args[0] = now
+	for _, w := range works {
+		for _, c := range w.Calls {
+			keys = append(keys, c.keys...)
+			args = append(args, len(c.keys), len(c.args))
+			args = append(args, c.args[1:]...)
+		}
+	}
+	return keys, args
+}
+
+// setKeyedResults sets the results of works from policy_batch's reply raw
+// to their size calls, or err.
+func setKeyedResults(works []*keyWork, size int, raw any, err error) {
 	if err == nil {
 		r, ok := raw.([]any)
 		if !ok || len(r) != size {
@@ -117,6 +153,115 @@ func (s *Store) runKeyed(ctx context.Context, works []*keyWork) {
 	for _, w := range works {
 		w.Err = err
 	}
+}
+
+// keyedReply is one command's reply in a pipelined run.
+type keyedReply struct {
+	val any
+	err error
+}
+
+// runKeyedPipeline makes the run of works, each of its own key, on a
+// Cluster: one command per work, all in one pipeline, which go-redis
+// splits by primary, one round trip to each. A command the Cluster did
+// not run (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: the client resends
+// nothing), or that needs the library loaded or the script sent, is made
+// again alone, through the store's redirecting path.
+func (s *Store) runKeyedPipeline(ctx context.Context, cc *redis.ClusterClient, works []*keyWork) {
+	now := s.nowArg()
+	functions := true
+	if off := s.functionsOff.Load(); off != 0 && time.Now().UnixNano() < off {
+		functions = false
+	}
+	cmds := make([][]any, len(works))
+	for i, w := range works {
+		cmds[i] = keyedCommand(w, now, functions)
+	}
+	// The replies are f's own slice: a caller who leaves (within) takes
+	// none of them while the pipeline may still fill it.
+	replies, err := within(s, ctx, func(ctx context.Context) ([]keyedReply, error) {
+		pipe := cc.Pipeline()
+		sent := make([]*redis.Cmd, len(cmds))
+		for i, c := range cmds {
+			sent[i] = pipe.Do(ctx, c...)
+		}
+		_, _ = pipe.Exec(ctx) // each command's error is its own
+		out := make([]keyedReply, len(sent))
+		for i, c := range sent {
+			out[i].val, out[i].err = c.Result()
+		}
+		return out, nil
+	})
+	for i, w := range works {
+		if err != nil {
+			w.Err = err
+			continue
+		}
+		r := replies[i]
+		switch {
+		case r.err != nil && notRun(r.err):
+			s.runKeyedAlone(ctx, w)
+		case len(w.Calls) == 1:
+			w.Results[0], w.Err = r.val, r.err
+		default:
+			setKeyedResults(works[i:i+1], len(w.Calls), r.val, r.err)
+		}
+	}
+}
+
+// keyedCommand is the command that makes w's calls at now: FCALL of the
+// library's function, or EVALSHA of the same code as a script.
+func keyedCommand(w *keyWork, now string, functions bool) []any {
+	var keys []string
+	var args []any
+	name, function := "fcall", policyFunction
+	script := policyScript
+	if len(w.Calls) == 1 {
+		c := w.Calls[0]
+		c.args[0] = now
+		keys, args = c.keys, c.args
+	} else {
+		keys, args = batchArgs([]*keyWork{w}, len(w.Calls), now)
+		function, script = policyBatchFunction, policyBatchScript
+	}
+	if !functions {
+		name, function = "evalsha", script.Hash()
+	}
+	cmd := make([]any, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, name, function, len(keys))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	return append(cmd, args...)
+}
+
+// runKeyedAlone makes w's calls in a command of their own, through the
+// store's redirecting path (which loads the library or sends the script
+// as needed).
+func (s *Store) runKeyedAlone(ctx context.Context, w *keyWork) {
+	if len(w.Calls) == 1 {
+		c := w.Calls[0]
+		c.args[0] = s.nowArg()
+		w.Results[0], w.Err = s.runPolicy(ctx, c.keys, c.args)
+		return
+	}
+	keys, args := batchArgs([]*keyWork{w}, len(w.Calls), s.nowArg())
+	raw, err := s.runPolicyBatch(ctx, keys, args)
+	setKeyedResults([]*keyWork{w}, len(w.Calls), raw, err)
+}
+
+// notRun: Redis answered err without running the command, which can be
+// sent again: the Cluster redirected or paused it, or the function or
+// script is not loaded, or functions are refused.
+func notRun(err error) bool {
+	if _, ok := redis.IsMovedError(err); ok {
+		return true
+	}
+	if _, ok := redis.IsAskError(err); ok {
+		return true
+	}
+	return redis.IsTryAgainError(err) || redis.IsClusterDownError(err) ||
+		functionMissing(err) || functionsRefused(err) || redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
 // runPolicyBatch runs policy_batch: as a function of the limiter library

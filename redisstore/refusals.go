@@ -67,7 +67,8 @@ type Stats struct {
 	RunCalls int64
 	// KeyRuns is the runs of keyed calls (a Policy's) sent to Redis, and
 	// KeyRunCalls the keyed calls they carried: more than KeyRuns when
-	// batching put several in one run.
+	// batching put several in one run. On a Cluster a run of several keys
+	// is one pipeline: one round trip to each primary holding some.
 	KeyRuns, KeyRunCalls int64
 }
 

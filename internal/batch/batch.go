@@ -34,10 +34,10 @@
 //     may still carry out, say at a read timeout, the next may overtake
 //     it there; the store's Run must not return before that is settled if
 //     it needs order across such runs.)
-//   - A run groups the works of different logs (up to MaxWorks): those of
-//     one server, or one Cluster slot, for a store whose Run can make them
-//     together; MaxWorks 1 never groups, and Ungroup stops grouping for
-//     good (a server that turned a group down).
+//   - A run groups the works of different logs (up to MaxWorks), for a
+//     store whose Run can make them together (one script on one server,
+//     one pipeline on a Cluster); MaxWorks 1 never groups, and Ungroup
+//     stops grouping for good (a server that turned a group down).
 //   - Runs are sized: at most MaxCalls calls per work, MaxWorks works per
 //     run, MaxRuns runs in flight.
 //

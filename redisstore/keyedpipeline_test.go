@@ -3,7 +3,9 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -227,4 +230,142 @@ func redisSlot(t *testing.T, rdb *redis.ClusterClient, key string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestKeyedClusterPipelineRedoes: a pipelined run whose commands the
+// Cluster turns down without running them (the library flushed from every
+// primary; a key's slot moved to another primary, which the client's slot
+// map does not know yet) makes them again alone, each call answered as
+// the same call made alone: nothing lost, nothing run twice.
+func TestKeyedClusterPipelineRedoes(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3, 0)
+	rdb := cluster.Client(t)
+	ctx := context.Background()
+	clk := clock.NewFake(time.UnixMicro(1_700_000_000_123_456))
+	s, err := New(rdb, WithTimeSource(clk), WithPrefix("redo:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	limits := []redlimit.Config{redlimit.PerMinute(3).WithAlgorithm(redlimit.FixedWindow), redlimit.TokenBucketConfig(1, time.Minute, 4)}
+	entry := map[string]*policyEntry{}
+	for _, side := range []string{"a", "b"} {
+		norm, err := redlimit.NormalizePolicy(limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.SetPolicy(ctx, side, redlimit.PolicyConfig{Limits: norm}, redlimit.SetResetState); err != nil {
+			t.Fatal(err)
+		}
+		if entry[side], _, err = s.policyFor(ctx, side, &redlimit.PolicyConfig{}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
+	// run makes, in one run, calls (1, 2 or 4) on every key of policy a,
+	// then each alone on policy b, and compares their answers.
+	run := func(what string) {
+		t.Helper()
+		type twin struct {
+			keys []string
+			args []any
+			w    *keyWork
+			j    int
+		}
+		var works []*keyWork
+		var twins []twin
+		for i, k := range keys {
+			ka := policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: "a", Key: k}, len(limits))
+			kb := policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: "b", Key: k}, len(limits))
+			w := &keyWork{Key: ka[0]}
+			for range []int{1, 2, 4}[i%3] {
+				w.Calls = append(w.Calls, keyedCall{keys: ka, args: entry["a"].callArgs(keyAcquire, 1, 0, false, "", nil)})
+				twins = append(twins, twin{keys: kb, args: entry["b"].callArgs(keyAcquire, 1, 0, false, "", nil), w: w, j: len(w.Calls) - 1})
+			}
+			w.Results = make([]any, len(w.Calls))
+			works = append(works, w)
+		}
+		s.runKeyed(ctx, works)
+		for _, tw := range twins {
+			if tw.w.Err != nil {
+				t.Fatalf("%s: %v", what, tw.w.Err)
+			}
+			tw.args[0] = s.nowArg()
+			want, err := s.runPolicy(ctx, tw.keys, tw.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tw.w.Results[tw.j]; !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: %v: in a pipeline %v, alone %v", what, tw.keys[0], got, want)
+			}
+		}
+	}
+	run("warm")
+	clk.Advance(time.Second)
+
+	// The library gone from every primary: "Function not found".
+	if err := rdb.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		return c.FunctionFlush(ctx).Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	run("library flushed")
+	if err := rdb.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		libs, err := c.FunctionList(ctx, redis.FunctionListQuery{}).Result()
+		if err == nil && len(libs) == 0 {
+			err = fmt.Errorf("%s: no library loaded again", c.Options().Addr)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+
+	// The slot of policy a's k0 moved to another primary, keys and all,
+	// behind the client's back: MOVED.
+	key := policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: "a", Key: "k0"}, len(limits))[0]
+	slot := redisSlot(t, rdb, key)
+	var from, to *redis.Client
+	var fromID, toID, toAddr string
+	var all []*redis.Client
+	for _, n := range cluster.Nodes {
+		c := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
+		defer c.Close()
+		all = append(all, c)
+		if c.ClusterCountKeysInSlot(ctx, int(slot)).Val() > 0 {
+			from, fromID = c, c.ClusterMyID(ctx).Val()
+		} else if to == nil {
+			to, toID, toAddr = c, c.ClusterMyID(ctx).Val(), n.Addr
+		}
+	}
+	if from == nil || to == nil {
+		t.Fatalf("no owner of slot %d, or no other primary", slot)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(to.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID).Err())
+	must(from.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID).Err())
+	host, port, _ := strings.Cut(toAddr, ":")
+	for {
+		moving := from.ClusterGetKeysInSlot(ctx, int(slot), 100).Val()
+		if len(moving) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+		for _, k := range moving {
+			args = append(args, k)
+		}
+		must(from.Do(ctx, args...).Err())
+	}
+	for _, c := range all {
+		must(c.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", toID).Err())
+	}
+	run("slot moved")
+	if n := to.Exists(ctx, key).Val(); n != 1 {
+		t.Fatalf("%s not on its new owner after the run", key)
+	}
 }

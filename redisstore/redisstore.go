@@ -34,8 +34,9 @@
 // Calls made while others are in flight go together: those on one limiter
 // share one load and save of its state, and on one server (not a Cluster)
 // those on different limiters share one script run. Keyed calls do the
-// same (keyedbatch.go): on one server the calls of any keys share a run,
-// on a Cluster those of one key.
+// same (keyedbatch.go): on one server the calls of any keys share a run;
+// on a Cluster a run of several keys is one pipeline, a command per key,
+// one round trip to each primary.
 //
 // A caller that gives up (its context ends) while its call is in flight
 // gets its context's error at once, wrapped in redlimit.ErrUnavailable;

@@ -3,6 +3,9 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -81,7 +84,144 @@ func (s *Store) keyedRun(ctx context.Context, keys []string, args []any) (any, e
 		s.keyRunCalls.Add(1)
 		return s.runPolicy(ctx, keys, args)
 	}
-	return s.keyBatch.Do(ctx, keys[0], keyedCall{keys: keys, args: args})
+	return s.keyBatcherFor(ctx, keys[0]).Do(ctx, keys[0], keyedCall{keys: keys, args: args})
+}
+
+// keyNodes routes keyed calls on a Cluster to one batcher per primary, so
+// that a stalled primary holds up the runs of its own keys only, not those
+// of the others (a run is over when its slowest primary answered). The
+// route of a slot is fixed once made (at the first keyed call, from the
+// Cluster's slots then), as every call of a key must go to the batcher
+// that keeps its order; a slot that moves later still goes to the batcher
+// of its first primary, whose pipelines follow it.
+type keyNodes struct {
+	mu     sync.Mutex
+	routes atomic.Pointer[keyRoutes]
+}
+
+// keyRoutes is the batcher of each slot.
+type keyRoutes struct {
+	slot     [slotCount]uint8
+	batchers []*keyBatcher
+}
+
+// slotCount is a Cluster's number of hash slots.
+const slotCount = 16384
+
+// keyBatcherFor returns the batcher of key's calls: the store's, or on a
+// Cluster that of the key's slot.
+func (s *Store) keyBatcherFor(ctx context.Context, key string) *keyBatcher {
+	cc := s.keyPipeline()
+	if cc == nil {
+		return s.keyBatch
+	}
+	r := s.keyNodes.routes.Load()
+	if r == nil {
+		r = s.routeSlots(ctx, cc)
+	}
+	return r.batchers[r.slot[keySlot(key)]]
+}
+
+// routeSlots makes the routes of the Cluster's slots, once: a batcher per
+// primary (up to 256), the store's own for the slots of the first and
+// those no primary held; all to the store's own if the Cluster could not
+// say.
+func (s *Store) routeSlots(ctx context.Context, cc *redis.ClusterClient) *keyRoutes {
+	n := &s.keyNodes
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if r := n.routes.Load(); r != nil {
+		return r
+	}
+	r := &keyRoutes{batchers: []*keyBatcher{s.keyBatch}}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), routeTimeout)
+	defer cancel()
+	index := map[string]uint8{}
+	for _, sr := range clusterRanges(ctx, cc) {
+		i, ok := index[sr.primary]
+		if !ok {
+			if len(index) == 256 {
+				continue
+			}
+			i = uint8(len(index))
+			index[sr.primary] = i
+			if i > 0 {
+				r.batchers = append(r.batchers, s.newKeyBatcher())
+			}
+		}
+		for sl := sr.start; sl <= sr.end; sl++ {
+			r.slot[sl] = i
+		}
+	}
+	n.routes.Store(r)
+	return r
+}
+
+// slotRange is a range of slots and the ID of the primary serving it.
+type slotRange struct {
+	start, end int64
+	primary    string
+}
+
+// clusterRanges reads the Cluster's slot ranges: CLUSTER SHARDS, or
+// CLUSTER SLOTS before Redis 7; none if neither answers.
+func clusterRanges(ctx context.Context, cc *redis.ClusterClient) []slotRange {
+	var out []slotRange
+	add := func(start, end int64, primary string) {
+		if primary != "" && 0 <= start && start <= end && end < slotCount {
+			out = append(out, slotRange{start, end, primary})
+		}
+	}
+	if shards, err := cc.ClusterShards(ctx).Result(); err == nil {
+		for _, sh := range shards {
+			primary := ""
+			for _, n := range sh.Nodes {
+				if n.Role == "master" {
+					primary = n.ID
+				}
+			}
+			for _, sr := range sh.Slots {
+				add(sr.Start, sr.End, primary)
+			}
+		}
+		return out
+	}
+	//lint:ignore SA1019 CLUSTER SLOTS is what Redis 6 has.
+	slots, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil
+	}
+	for _, sr := range slots {
+		if len(sr.Nodes) > 0 {
+			add(int64(sr.Start), int64(sr.End), sr.Nodes[0].ID)
+		}
+	}
+	return out
+}
+
+// routeTimeout bounds the reading of the Cluster's slots for routing.
+const routeTimeout = 2 * time.Second
+
+// keySlot is key's Cluster hash slot: the CRC16 (XMODEM) of its hash tag
+// (the whole key without one), modulo 16384, as the Cluster spec defines.
+func keySlot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for k := 0; k < len(key); k++ {
+		crc ^= uint16(key[k]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % slotCount
 }
 
 // runKeyed makes the calls of works in one run and sets their results:
@@ -270,10 +410,17 @@ func (s *Store) runPolicyBatch(ctx context.Context, keys []string, args []any) (
 	return s.runFunction(ctx, policyBatchFunction, policyBatchScript, keys, args)
 }
 
-// keyedWait waits for the keyed batcher's kept calls (WaitHandBacks).
+// keyedWait waits for the keyed batchers' kept calls (WaitHandBacks).
 func (s *Store) keyedWait(ctx context.Context) error {
 	if s.keyBatch == nil {
 		return nil
+	}
+	if r := s.keyNodes.routes.Load(); r != nil {
+		for _, b := range r.batchers[1:] {
+			if err := b.Wait(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	return s.keyBatch.Wait(ctx)
 }

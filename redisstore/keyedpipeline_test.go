@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -84,10 +85,10 @@ func (n *nodeTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 }
 
 // TestKeyedClusterCallsShareRoundTrips: on a Cluster of three primaries,
-// keyed calls on keys of different slots, made while others are in flight,
-// go in one run: one pipeline, one round trip to each primary holding some
-// of them, however many keys (and slots) it holds; every call runs once
-// and is decided as the limits say.
+// keyed calls on keys of different slots of one primary, made while others
+// are in flight, go in one run: one pipeline, one round trip, however many
+// keys (and slots) it holds; every call runs once and is decided as the
+// limits say.
 func TestKeyedClusterCallsShareRoundTrips(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3, 0)
 	var addrs []string
@@ -152,9 +153,21 @@ func TestKeyedClusterCallsShareRoundTrips(t *testing.T) {
 		s.pol.mu.Unlock()
 	}
 
-	// Every primary stopped: maxInFlight calls go at once and stall, the
-	// others wait; once the primaries go on, the waiting calls go in one
+	// Every primary stopped: on each, maxInFlight calls go at once and
+	// stall (each primary's keys have a batcher of their own), the others
+	// wait; once the primaries go on, the waiting calls of each go in one
 	// run.
+	perNode := map[string]int{}
+	for _, k := range keys {
+		perNode[node[k]]++
+	}
+	stalled := 0
+	for _, a := range addrs {
+		if perNode[a] <= maxInFlight {
+			t.Fatalf("primary %s holds %d of the keys; want more than %d", a, perNode[a], maxInFlight)
+		}
+		stalled += maxInFlight
+	}
 	for _, n := range cluster.Nodes {
 		n.Pause()
 	}
@@ -173,11 +186,11 @@ func TestKeyedClusterCallsShareRoundTrips(t *testing.T) {
 	// queued waits until every call but the stalled ones is in line, and
 	// returns the keys of those queued.
 	var queued []string
-	for len(queued) != len(keys)-maxInFlight {
+	for len(queued) != len(keys)-stalled {
 		time.Sleep(time.Millisecond) // polled: the calls are on their way
 		queued = queued[:0]
 		for _, k := range keys {
-			if s.keyBatch.Queued(stateKey(k)) == 1 {
+			if s.keyBatcherFor(ctx, stateKey(k)).Queued(stateKey(k)) == 1 {
 				queued = append(queued, k)
 			}
 		}
@@ -195,8 +208,8 @@ func TestKeyedClusterCallsShareRoundTrips(t *testing.T) {
 		}
 	}
 	after := s.Stats()
-	if runs, calls := after.KeyRuns-before.KeyRuns, after.KeyRunCalls-before.KeyRunCalls; runs != maxInFlight+1 || calls != int64(len(keys)) {
-		t.Errorf("%d calls in %d runs carrying %d; want %d runs carrying %d", len(keys), runs, calls, maxInFlight+1, len(keys))
+	if runs, calls := after.KeyRuns-before.KeyRuns, after.KeyRunCalls-before.KeyRunCalls; runs != int64(stalled+len(addrs)) || calls != int64(len(keys)) {
+		t.Errorf("%d calls in %d runs carrying %d; want %d runs carrying %d", len(keys), runs, calls, stalled+len(addrs), len(keys))
 	}
 	// Per primary: a round trip per stalled call, and one for all the
 	// waiting calls it holds; each call sent once.
@@ -367,5 +380,118 @@ func TestKeyedClusterPipelineRedoes(t *testing.T) {
 	run("slot moved")
 	if n := to.Exists(ctx, key).Val(); n != 1 {
 		t.Fatalf("%s not on its new owner after the run", key)
+	}
+}
+
+// TestKeySlot: keySlot is the slot the Cluster computes, hash tags and
+// all.
+func TestKeySlot(t *testing.T) {
+	rdb := redistest.StartCluster(t, 3, 0).Client(t)
+	keys := []string{"", "a", "{}", "{}x", "x{}", "{a}b", "b{a}", "{a", "a}", "}{a}", "{{a}}", "p{u%:k}1", "\xff\x00"}
+	rng := rand.New(rand.NewPCG(7, 11))
+	for range 200 {
+		b := make([]byte, rng.IntN(16))
+		for j := range b {
+			b[j] = "ab{}%:\x00\xff"[rng.IntN(8)]
+		}
+		keys = append(keys, string(b))
+	}
+	for _, k := range keys {
+		if want := redisSlot(t, rdb, k); int64(keySlot(k)) != want {
+			t.Fatalf("keySlot(%q) = %d; the Cluster says %d", k, keySlot(k), want)
+		}
+	}
+}
+
+// TestKeyedClusterStalledPrimary: while one primary of a Cluster is
+// stalled, with calls on its keys in flight and queued, calls on the keys
+// of the others are answered: each primary's keys have runs of their own.
+func TestKeyedClusterStalledPrimary(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3, 0)
+	rdb := cluster.Client(t)
+	ctx := context.Background()
+	s, err := New(rdb, WithRefusalCache(0), WithPolicyMaxAge(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p, err := redlimit.NewPolicy(s, "stall", []redlimit.Config{redlimit.PerMinute(100).WithAlgorithm(redlimit.FixedWindow)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateKey := func(key string) string {
+		return policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: "stall", Key: key}, 1)[0]
+	}
+	byNode := map[string][]string{}
+	for i := 0; len(byNode) < 3 || len(byNode[cluster.Nodes[0].Addr]) < 2*maxInFlight; i++ {
+		k := fmt.Sprint("s-", i)
+		m, err := rdb.MasterForKey(ctx, stateKey(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		byNode[m.Options().Addr] = append(byNode[m.Options().Addr], k)
+	}
+	for cached := false; !cached; { // the library on every primary, the policy cached
+		for _, ks := range byNode {
+			if _, err := p.Key(ks[0]).TryAcquire(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.pol.mu.Lock()
+		cached = s.pol.gen >= 1 && s.pol.m["stall"] != nil
+		s.pol.mu.Unlock()
+	}
+	stalled := cluster.Nodes[0]
+	stalled.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			stalled.Resume()
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*maxInFlight)
+	mine := byNode[stalled.Addr][:2*maxInFlight]
+	for _, k := range mine {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := p.Key(k).TryAcquire(ctx, 1)
+			errs <- err
+		}()
+	}
+	for { // maxInFlight in flight, the others queued
+		n := 0
+		for _, k := range mine {
+			n += s.keyBatcherFor(ctx, stateKey(k)).Queued(stateKey(k))
+		}
+		if n == len(mine)-maxInFlight {
+			break
+		}
+		time.Sleep(time.Millisecond) // polled: the calls are on their way
+	}
+	for addr, ks := range byNode {
+		if addr == stalled.Addr {
+			continue
+		}
+		for _, k := range ks[:1] {
+			// A deadline that only a call held up by the stalled
+			// primary meets: a failure, not a hang.
+			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			r, err := p.Key(k).TryAcquire(ctx, 1)
+			cancel()
+			if err != nil || !r.Allowed {
+				t.Fatalf("key %s of primary %s while %s is stalled: %v, %v", k, addr, stalled.Addr, r, err)
+			}
+		}
+	}
+	stalled.Resume()
+	resumed = true
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }

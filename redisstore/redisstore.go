@@ -144,6 +144,9 @@ type Store struct {
 	// calls and the calls they carried (Stats).
 	keyBatch             *keyBatcher
 	keyRuns, keyRunCalls counter
+	// keyNodes, on a Cluster, puts each primary's keys in a batcher of
+	// their own (keyedbatch.go).
+	keyNodes keyNodes
 }
 
 var _ redlimit.Store = (*Store)(nil)

@@ -21,9 +21,9 @@ import (
 // a run (the run declares every key it touches). On a Cluster a script
 // touches one slot only, so a run of several keys is one pipeline of one
 // command per key (policy_main, or policy_batch for a key's several
-// calls): go-redis sends each primary its commands in one round trip, all
-// primaries at once. A lone call still goes at once, as one run of
-// policy_main.
+// calls): go-redis sends each primary its commands in one round trip.
+// Each primary's keys have a batcher of their own (keyNodes), sized as one
+// server's. A lone call still goes at once, as one run of policy_main.
 
 var (
 	// policyBatchFunction is policy_batch's name in the limiter library.

@@ -88,16 +88,48 @@ func sameErr(a, b error) bool {
 // algorithm's Go rules) and Redis (policy.lua and each algorithm's Lua),
 // and requires the same answer to every call.
 func TestPolicyDifferential(t *testing.T) {
+	n := policyDifferential(t, randomPolicy, *policyTraces)
+	if n.granted == 0 || n.reserved == 0 || n.multiReserved == 0 || n.refused == 0 || n.multiRefused == 0 || n.local == 0 || n.full == 0 || n.cancelled == 0 || n.multiCancelled == 0 || n.released == 0 || n.changed == 0 {
+		t.Fatal("traces missed a kind of answer")
+	}
+}
+
+// TestPolicyDifferentialFixedWindow: the random traces of
+// TestPolicyDifferential on policies of one fixed window, whose acquire
+// has a path of its own in policy.lua (granted at once, or refused, on a
+// state without reservations) beside the general one (reservations,
+// cancels, releases, states of other versions), both taken.
+func TestPolicyDifferentialFixedWindow(t *testing.T) {
+	oneWindow := func(rng *rand.Rand) []redlimit.Config {
+		rate := 1 + rng.Int64N(8)
+		interval := time.Duration(1+rng.IntN(40)) * 5 * time.Millisecond
+		return []redlimit.Config{redlimit.PerInterval(rate, interval).WithAlgorithm(redlimit.FixedWindow)}
+	}
+	n := policyDifferential(t, oneWindow, *policyTraces/2)
+	if n.granted == 0 || n.reserved == 0 || n.refused == 0 || n.cancelled == 0 || n.released == 0 || n.changed == 0 {
+		t.Fatal("traces missed a kind of answer")
+	}
+}
+
+// policyCounts counts the answers of policyDifferential's traces by kind.
+type policyCounts struct {
+	granted, refused, reserved, full, cancelled, released, changed, multiRefused, local int
+	multiReserved, multiCancelled                                                       int // reservations on several limits, and those handed back
+}
+
+// policyDifferential runs traces random traces of TestPolicyDifferential,
+// its policies made by randomPolicy.
+func policyDifferential(t *testing.T, randomPolicy func(*rand.Rand) []redlimit.Config, traces int) policyCounts {
 	rdb := redistest.Start(t).Client(t)
 	seed := *policySeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("seeds %d..%d (rerun one with -policy.seed=N -policy.traces=1)", seed, seed+uint64(*policyTraces)-1)
+	t.Logf("seeds %d..%d (rerun one with -policy.seed=N -policy.traces=1)", seed, seed+uint64(traces)-1)
 	var granted, refused, reserved, full, cancelled, released, changed, multiRefused, local int
-	var multiReserved, multiCancelled int // reservations on several limits, and those handed back
+	var multiReserved, multiCancelled int
 	ctx := context.Background()
-	for i := 0; i < *policyTraces; i++ {
+	for i := 0; i < traces; i++ {
 		s := seed + uint64(i)
 		rng := rand.New(rand.NewPCG(s, 0x9011c7))
 		clk := clock.NewFake(storetest.T0.Add(time.Duration(rng.Int64N(int64(time.Second)))))
@@ -253,10 +285,9 @@ func TestPolicyDifferential(t *testing.T) {
 		}
 	}
 	t.Logf("%d traces, every answer identical: %d granted, %d reserved (%d on several limits), %d refused (%d by several limits, %d by the refusal cache), %d full, %d cancelled (%d on several limits), %d released, %d policy changes",
-		*policyTraces, granted, reserved, multiReserved, refused, multiRefused, local, full, cancelled, multiCancelled, released, changed)
-	if granted == 0 || reserved == 0 || multiReserved == 0 || refused == 0 || multiRefused == 0 || local == 0 || full == 0 || cancelled == 0 || multiCancelled == 0 || released == 0 || changed == 0 {
-		t.Fatal("traces missed a kind of answer")
-	}
+		traces, granted, reserved, multiReserved, refused, multiRefused, local, full, cancelled, multiCancelled, released, changed)
+	return policyCounts{granted: granted, refused: refused, reserved: reserved, full: full, cancelled: cancelled, released: released,
+		changed: changed, multiRefused: multiRefused, local: local, multiReserved: multiReserved, multiCancelled: multiCancelled}
 }
 
 // TestPolicyBucketAcrossVersions: a bucket's state does not repeat the

@@ -102,6 +102,81 @@ local function policy_from36(x)
   return fmt('%d', tonumber(x, 36))
 end
 
+-- policy_put36 writes x, a whole number, in base 36 (as policy_to36) into
+-- policyBuf from index i on, as bytes, and returns the index after it: a
+-- state's numbers made into one string by one string.char.
+local policyBuf = {}
+local function policy_put36(x, i)
+  if x < 0 then
+    policyBuf[i] = 45 -- '-'
+    i, x = i + 1, -x
+  end
+  local j = i
+  repeat
+    local d = x % 36
+    x = (x - d) / 36
+    if d < 10 then d = d + 48 else d = d + 87 end -- '0'..'9', 'a'..'z'
+    policyBuf[j] = d
+    j = j + 1
+  until x == 0
+  local a, b = i, j - 1
+  while a < b do
+    policyBuf[a], policyBuf[b] = policyBuf[b], policyBuf[a]
+    a, b = a + 1, b - 1
+  end
+  return j
+end
+
+-- policy_fixed is the acquire of a policy of one fixed window, on a key
+-- whose state is empty or of this epoch and version with at most one
+-- window and no reservation: granted at once, or refused for a wait
+-- beyond maxWait. Nothing else: it returns false, having changed nothing,
+-- and the general path serves the call. It answers as that path does
+-- (fixedwindow.lua's acquire, its state string written the same), with
+-- no table, no pcall and one string made for the state, the common call
+-- of a service that counts requests per descriptor.
+local fixedImpl
+local function policy_fixed(key, raw, start, injected, res, p, n, maxWait, epoch, versionText)
+  local rate, interval = p.rate, p.interval * 1000
+  local now, ws, q, expiry = start, nil, 0, 0
+  if raw then
+    local e, v, l, x, s, k, m = string.match(raw, '^(%w+) (%w+)|f(%w+) (%w+) (%-?)(%w+) (%w+)$')
+    if not e or e ~= epoch or v ~= versionText then return false end
+    l, x, q, ws = tonumber(l, 36), tonumber(x, 36), tonumber(m, 36), tonumber(k, 36)
+    if s == '-' then ws = -ws end
+    ws, expiry = l + ws, l + x
+    if l > now then now = l end
+    if now >= expiry then ws = nil end -- past its expiry: empty
+    if ws and ws > now then return false end -- a reservation
+  end
+  local w = now - now % interval
+  if not (ws and ws >= w) then ws, q = w, 0 end
+  if q + n > rate then
+    local at = w + interval
+    if expiry > now and at > expiry then at = expiry end
+    local wait = at - now
+    if maxWait < 0 or wait <= maxWait then return false end -- a reservation
+    res[3], res[4], res[5], res[6] = 0, 0, 1, wait
+    res[7], res[8], res[9] = later(rate - q, 0), later(expiry - start, 0), wait
+    return true
+  end
+  q = q + n
+  local e = ws - ws % interval + interval
+  res[3], res[4], res[5], res[6] = 1, 0, 0, 0
+  res[7], res[8], res[9] = rate - q, later(e - start, 0), 0
+  local j = policy_put36(now, 1)
+  policyBuf[j] = 32 -- ' '
+  j = policy_put36(e - now, j + 1)
+  policyBuf[j] = 32
+  j = policy_put36(ws - now, j + 1)
+  policyBuf[j] = 32
+  j = policy_put36(q, j + 1)
+  local ttl = later(ceildiv(e - start, 1000), 1)
+  if injected then ttl = ttl + 60000 end
+  redis.call('SET', key, epoch .. ' ' .. versionText .. '|f' .. string.char(unpack(policyBuf, 1, j - 1)), 'PX', ttl)
+  return true
+end
+
 -- policy_call runs op on limit c and returns its reply: code, value, wait (µs).
 local function policy_call(c, op, n, a)
   local out = {}
@@ -122,6 +197,20 @@ local function policy_serve(keys, argv, start, injected, res)
   local oldText = argv[10 + L]
   local olds, convert, sv
   local raw = redis.call('GET', keys[1])
+  if L == 1 and op == 'acquire' and n and arg then
+    local text = argv[10]
+    local p = parsed[text]
+    if p == nil then
+      p = parse(text)
+      if parsedCount == 256 then parsed, parsedCount = {}, 0 end
+      parsed[text], parsedCount = p, parsedCount + 1
+    end
+    if not fixedImpl then fixedImpl = algorithms['fixed-window'] end
+    if p and p.impl == fixedImpl and n <= p.most and
+      policy_fixed(keys[1], raw, start, injected, res, p, n, arg, epoch, versionText) then
+      return
+    end
+  end
   if raw then
     local e, v, rest = string.match(raw, '^(%w+) (%w+)|(.*)$')
     sv = v and tonumber(v, 36)

@@ -94,20 +94,29 @@ func TestPolicyDifferential(t *testing.T) {
 	}
 }
 
-// TestPolicyDifferentialFixedWindow: the random traces of
-// TestPolicyDifferential on policies of one fixed window, whose acquire
-// has a path of its own in policy.lua (granted at once, or refused, on a
-// state without reservations) beside the general one (reservations,
-// cancels, releases, states of other versions), both taken.
-func TestPolicyDifferentialFixedWindow(t *testing.T) {
-	oneWindow := func(rng *rand.Rand) []redlimit.Config {
-		rate := 1 + rng.Int64N(8)
-		interval := time.Duration(1+rng.IntN(40)) * 5 * time.Millisecond
-		return []redlimit.Config{redlimit.PerInterval(rate, interval).WithAlgorithm(redlimit.FixedWindow)}
-	}
-	n := policyDifferential(t, oneWindow, *policyTraces/2)
-	if n.granted == 0 || n.reserved == 0 || n.refused == 0 || n.cancelled == 0 || n.released == 0 || n.changed == 0 {
-		t.Fatal("traces missed a kind of answer")
+// TestPolicyDifferentialFastPath: the random traces of
+// TestPolicyDifferential on policies of one fixed window or one token
+// bucket, whose acquire has a path of its own in policy.lua (granted at
+// once, or refused, on a state without reservations) beside the general
+// one (reservations, cancels, releases, states of other versions), both
+// taken.
+func TestPolicyDifferentialFastPath(t *testing.T) {
+	for _, alg := range []redlimit.Algorithm{redlimit.FixedWindow, redlimit.TokenBucket} {
+		t.Run(string(alg), func(t *testing.T) {
+			oneLimit := func(rng *rand.Rand) []redlimit.Config {
+				rate := 1 + rng.Int64N(8)
+				interval := time.Duration(1+rng.IntN(40)) * 5 * time.Millisecond
+				c := redlimit.PerInterval(rate, interval).WithAlgorithm(alg)
+				if alg == redlimit.TokenBucket {
+					c.Burst = 1 + rng.Int64N(10)
+				}
+				return []redlimit.Config{c}
+			}
+			n := policyDifferential(t, oneLimit, *policyTraces/2)
+			if n.granted == 0 || n.reserved == 0 || n.refused == 0 || n.cancelled == 0 || n.released == 0 || n.changed == 0 {
+				t.Fatal("traces missed a kind of answer")
+			}
+		})
 	}
 }
 

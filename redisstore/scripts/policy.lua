@@ -127,53 +127,88 @@ local function policy_put36(x, i)
   return j
 end
 
--- policy_fixed is the acquire of a policy of one fixed window, on a key
--- whose state is empty or of this epoch and version with at most one
--- window and no reservation: granted at once, or refused for a wait
--- beyond maxWait. Nothing else: it returns false, having changed nothing,
--- and the general path serves the call. It answers as that path does
--- (fixedwindow.lua's acquire, its state string written the same), with
--- no table, no pcall and one string made for the state, the common call
+-- policy_fast is the acquire of a policy of one fixed window or token
+-- bucket, on a key whose state is empty or of this epoch and version,
+-- with at most one window and no reservation (a fixed window) or no
+-- queue (a bucket): granted at once, or refused for a wait beyond
+-- maxWait. Nothing else: it returns false, having changed nothing, and
+-- the general path serves the call. It answers as that path does (the
+-- algorithm's file's acquire, its state string written the same), with
+-- no table, no pcall and one string made for the state: the common call
 -- of a service that counts requests per descriptor.
-local fixedImpl
-local function policy_fixed(key, raw, start, injected, res, p, n, maxWait, epoch, versionText)
+local fixedImpl, bucketImpl
+local function policy_fast(key, raw, start, injected, res, p, n, maxWait, epoch, versionText)
   local rate, interval = p.rate, p.interval * 1000
-  local now, ws, q, expiry = start, nil, 0, 0
-  if raw then
-    local e, v, l, x, s, k, m = string.match(raw, '^(%w+) (%w+)|f(%w+) (%w+) (%-?)(%w+) (%w+)$')
-    if not e or e ~= epoch or v ~= versionText then return false end
-    l, x, q, ws = tonumber(l, 36), tonumber(x, 36), tonumber(m, 36), tonumber(k, 36)
-    if s == '-' then ws = -ws end
-    ws, expiry = l + ws, l + x
-    if l > now then now = l end
-    if now >= expiry then ws = nil end -- past its expiry: empty
-    if ws and ws > now then return false end -- a reservation
+  local now, e = start, 0
+  local j -- the state written, in policyBuf[1..j-1]
+  if p.impl == fixedImpl then
+    local ws, q, expiry = nil, 0, 0
+    if raw then
+      local E, v, l, x, s, k, m = string.match(raw, '^(%w+) (%w+)|f(%w+) (%w+) (%-?)(%w+) (%w+)$')
+      if not E or E ~= epoch or v ~= versionText then return false end
+      l, x, q, ws = tonumber(l, 36), tonumber(x, 36), tonumber(m, 36), tonumber(k, 36)
+      if s == '-' then ws = -ws end
+      ws, expiry = l + ws, l + x
+      if l > now then now = l end
+      if now >= expiry then ws = nil end -- past its expiry: empty
+      if ws and ws > now then return false end -- a reservation
+    end
+    local w = now - now % interval
+    if not (ws and ws >= w) then ws, q = w, 0 end
+    if q + n > rate then
+      local at = w + interval
+      if expiry > now and at > expiry then at = expiry end
+      local wait = at - now
+      if maxWait < 0 or wait <= maxWait then return false end -- a reservation
+      res[3], res[4], res[5], res[6] = 0, 0, 1, wait
+      res[7], res[8], res[9] = later(rate - q, 0), later(expiry - start, 0), wait
+      return true
+    end
+    q = q + n
+    e = ws - ws % interval + interval
+    res[3], res[4], res[5], res[6] = 1, 0, 0, 0
+    res[7], res[8], res[9] = rate - q, later(e - start, 0), 0
+    policyBuf[1] = 102 -- 'f'
+    j = policy_put36(now, 2)
+    policyBuf[j] = 32 -- ' '
+    j = policy_put36(e - now, j + 1)
+    policyBuf[j] = 32
+    j = policy_put36(ws - now, j + 1)
+    policyBuf[j] = 32
+    j = policy_put36(q, j + 1)
+  else
+    -- A bucket's state "last owed": counted under this version's limit.
+    local burst, owed, l, expiry = p.burst, 0, 0, 0
+    if raw then
+      local E, v, L, o = string.match(raw, '^(%w+) (%w+)|t(%w+) (%w+)$')
+      if not E or E ~= epoch or v ~= versionText then return false end
+      l, owed = tonumber(L, 36), tonumber(o, 36)
+      expiry = l + ceildiv(owed, rate)
+      if l > now then now = l end
+    end
+    if now - l > 0 and owed > 0 then -- deficit_drain
+      if now - l >= ceildiv(owed, rate) then owed = 0 else owed = owed - (now - l) * rate end
+    end
+    local limit, after = burst * interval, owed + n * interval
+    local wait = 0
+    if after > limit then wait = ceildiv(after - limit, rate) end
+    if maxWait >= 0 and wait > maxWait then
+      res[3], res[4], res[5], res[6] = 0, 0, 1, wait
+      res[7], res[8], res[9] = later(floor((limit - owed) / interval), 0), later(expiry - start, 0), wait
+      return true
+    end
+    if wait > 0 then return false end -- a reservation
+    e = now + ceildiv(after, rate)
+    res[3], res[4], res[5], res[6] = 1, 0, 0, 0
+    res[7], res[8], res[9] = later(floor((limit - after) / interval), 0), later(e - start, 0), 0
+    policyBuf[1] = 116 -- 't'
+    j = policy_put36(now, 2)
+    policyBuf[j] = 32 -- ' '
+    j = policy_put36(after, j + 1)
   end
-  local w = now - now % interval
-  if not (ws and ws >= w) then ws, q = w, 0 end
-  if q + n > rate then
-    local at = w + interval
-    if expiry > now and at > expiry then at = expiry end
-    local wait = at - now
-    if maxWait < 0 or wait <= maxWait then return false end -- a reservation
-    res[3], res[4], res[5], res[6] = 0, 0, 1, wait
-    res[7], res[8], res[9] = later(rate - q, 0), later(expiry - start, 0), wait
-    return true
-  end
-  q = q + n
-  local e = ws - ws % interval + interval
-  res[3], res[4], res[5], res[6] = 1, 0, 0, 0
-  res[7], res[8], res[9] = rate - q, later(e - start, 0), 0
-  local j = policy_put36(now, 1)
-  policyBuf[j] = 32 -- ' '
-  j = policy_put36(e - now, j + 1)
-  policyBuf[j] = 32
-  j = policy_put36(ws - now, j + 1)
-  policyBuf[j] = 32
-  j = policy_put36(q, j + 1)
   local ttl = later(ceildiv(e - start, 1000), 1)
   if injected then ttl = ttl + 60000 end
-  redis.call('SET', key, epoch .. ' ' .. versionText .. '|f' .. string.char(unpack(policyBuf, 1, j - 1)), 'PX', ttl)
+  redis.call('SET', key, epoch .. ' ' .. versionText .. '|' .. string.char(unpack(policyBuf, 1, j - 1)), 'PX', ttl)
   return true
 end
 
@@ -205,9 +240,9 @@ local function policy_serve(keys, argv, start, injected, res)
       if parsedCount == 256 then parsed, parsedCount = {}, 0 end
       parsed[text], parsedCount = p, parsedCount + 1
     end
-    if not fixedImpl then fixedImpl = algorithms['fixed-window'] end
-    if p and p.impl == fixedImpl and n <= p.most and
-      policy_fixed(keys[1], raw, start, injected, res, p, n, arg, epoch, versionText) then
+    if not fixedImpl then fixedImpl, bucketImpl = algorithms['fixed-window'], algorithms['token-bucket'] end
+    if p and (p.impl == fixedImpl or p.impl == bucketImpl) and n >= 1 and n <= p.most and
+      policy_fast(keys[1], raw, start, injected, res, p, n, arg, epoch, versionText) then
       return
     end
   end

@@ -95,25 +95,30 @@ func TestPolicyDifferential(t *testing.T) {
 }
 
 // TestPolicyDifferentialFastPath: the random traces of
-// TestPolicyDifferential on policies of one fixed window or one token
-// bucket, whose acquire has a path of its own in policy.lua (granted at
+// TestPolicyDifferential on policies of one fixed window, token bucket or
+// leaky bucket, whose acquire has a path of its own in policy.lua (granted at
 // once, or refused, on a state without reservations) beside the general
 // one (reservations, cancels, releases, states of other versions), both
 // taken.
 func TestPolicyDifferentialFastPath(t *testing.T) {
-	for _, alg := range []redlimit.Algorithm{redlimit.FixedWindow, redlimit.TokenBucket} {
+	for _, alg := range []redlimit.Algorithm{redlimit.FixedWindow, redlimit.TokenBucket, redlimit.LeakyBucket} {
 		t.Run(string(alg), func(t *testing.T) {
 			oneLimit := func(rng *rand.Rand) []redlimit.Config {
 				rate := 1 + rng.Int64N(8)
 				interval := time.Duration(1+rng.IntN(40)) * 5 * time.Millisecond
 				c := redlimit.PerInterval(rate, interval).WithAlgorithm(alg)
-				if alg == redlimit.TokenBucket {
+				switch alg {
+				case redlimit.TokenBucket:
 					c.Burst = 1 + rng.Int64N(10)
+				case redlimit.LeakyBucket:
+					c.Capacity = 1 + rng.Int64N(10)
 				}
 				return []redlimit.Config{c}
 			}
 			n := policyDifferential(t, oneLimit, *policyTraces/2)
-			if n.granted == 0 || n.reserved == 0 || n.refused == 0 || n.cancelled == 0 || n.released == 0 || n.changed == 0 {
+			// A leaky bucket hands nothing back on release, and its queue fills.
+			leaky := alg == redlimit.LeakyBucket
+			if n.granted == 0 || n.reserved == 0 || n.refused == 0 || n.cancelled == 0 || (n.released == 0) != leaky || (n.full == 0) == leaky || n.changed == 0 {
 				t.Fatal("traces missed a kind of answer")
 			}
 		})

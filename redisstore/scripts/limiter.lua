@@ -192,16 +192,16 @@ local function serve(keys, argv, start, injected, out, k, a, calls, head, got)
 end
 
 -- serve_fast serves, as serve would, a limiter of one call, an acquire,
--- when it is an Overall fixed window or token bucket whose config is
--- stored as sent, the acquire is granted at once or refused beyond the
--- caller's wait, and the state is one it reads by one string.match: a
--- fixed window of one window and no reservation, a bucket without a queue
--- counted under the config. The rules are the algorithm's file's, the
+-- when it is an Overall fixed window, token bucket or leaky bucket whose
+-- config is stored as sent, the acquire is granted at once or refused
+-- (beyond the caller's wait, or a full queue), and the state is one it
+-- reads by one string.match: a fixed window of one window and no
+-- reservation, a bucket without a queue counted under the config. The rules are the algorithm's file's, the
 -- state written the same, without the context, the algorithm's tables and
 -- gmatch per number: the common call, on one limiter or on many keys.
 -- Anything else returns false, having changed nothing, with what HMGET
 -- read, for serve.
-local fixedAlgorithm, bucketAlgorithm
+local fixedAlgorithm, bucketAlgorithm, leakyAlgorithm
 local function serve_fast(keys, argv, start, k, a, out, head)
   local key = keys[k + 1]
   local got = redis.call('HMGET', key, 'c', 's', 't')
@@ -215,7 +215,9 @@ local function serve_fast(keys, argv, start, k, a, out, head)
   end
   local n, maxWait = tonumber(argv[a + 3]), tonumber(argv[a + 4])
   if not p or p.mode ~= 'overall' or not n or not maxWait or n < 1 or n > p.most then return false, got end
-  if not fixedAlgorithm then fixedAlgorithm, bucketAlgorithm = algorithms['fixed-window'], algorithms['token-bucket'] end
+  if not fixedAlgorithm then
+    fixedAlgorithm, bucketAlgorithm, leakyAlgorithm = algorithms['fixed-window'], algorithms['token-bucket'], algorithms['leaky-bucket']
+  end
   local now, rate, interval = start, p.rate, p.interval * 1000
   if p.impl == fixedAlgorithm then
     local ws, q, expiry = nil, 0, 0
@@ -243,7 +245,7 @@ local function serve_fast(keys, argv, start, k, a, out, head)
     redis.call('HSET', key, 's', fmt('u %d %d %d %d', now, e - now, ws - now, q))
     out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, 1, rate - q, 0
     return true
-  elseif p.impl == bucketAlgorithm then
+  elseif p.impl == bucketAlgorithm or p.impl == leakyAlgorithm then
     local burst, owed, l = p.burst, 0, 0
     if st then
       local L, x, o, sc, r, b = string.match(st, '^u (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
@@ -254,16 +256,29 @@ local function serve_fast(keys, argv, start, k, a, out, head)
     if now - l > 0 and owed > 0 then -- deficit_drain
       if now - l >= ceildiv(owed, rate) then owed = 0 else owed = owed - (now - l) * rate end
     end
-    local limit, after = burst * interval, owed + n * interval
-    local wait = 0
-    if after > limit then wait = ceildiv(after - limit, rate) end
-    if maxWait >= 0 and wait > maxWait then
-      out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, 0, later(floor((limit - owed) / interval), 0), wait
-      return true
+    local after, left = owed + n * interval, 0
+    if p.impl == leakyAlgorithm then
+      -- leakybucket.lua: the work ahead makes it wait; no room: full (2).
+      local wait, limit = ceildiv(owed, rate), (p.capacity - n) * interval
+      local full = owed > limit and ceildiv(owed - limit, rate) > 0
+      if full or (maxWait >= 0 and wait > maxWait) then
+        if owed <= 0 then left = later(floor((p.capacity * interval - owed) / interval), 0) end
+        out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, full and 2 or 0, left, wait
+        return true
+      end
+      if wait > 0 then return false, got end -- a reservation
+    else
+      local limit, wait = burst * interval, 0
+      if after > limit then wait = ceildiv(after - limit, rate) end
+      if maxWait >= 0 and wait > maxWait then
+        out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, 0, later(floor((limit - owed) / interval), 0), wait
+        return true
+      end
+      if wait > 0 then return false, got end -- a reservation
+      left = later(floor((limit - after) / interval), 0)
     end
-    if wait > 0 then return false, got end -- a reservation
     redis.call('HSET', key, 's', fmt('u %d %d %d %d %d %d', now, ceildiv(after, rate), after, interval, rate, burst))
-    out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, 1, later(floor((limit - after) / interval), 0), 0
+    out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, 1, left, 0
     return true
   end
   return false, got

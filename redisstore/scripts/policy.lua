@@ -127,16 +127,16 @@ local function policy_put36(x, i)
   return j
 end
 
--- policy_fast is the acquire of a policy of one fixed window or token
--- bucket, on a key whose state is empty or of this epoch and version,
+-- policy_fast is the acquire of a policy of one fixed window, token
+-- bucket or leaky bucket, on a key whose state is empty or of this epoch and version,
 -- with at most one window and no reservation (a fixed window) or no
 -- queue (a bucket): granted at once, or refused for a wait beyond
--- maxWait. Nothing else: it returns false, having changed nothing, and
+-- maxWait or a full queue. Nothing else: it returns false, having changed nothing, and
 -- the general path serves the call. It answers as that path does (the
 -- algorithm's file's acquire, its state string written the same), with
 -- no table, no pcall and one string made for the state: the common call
 -- of a service that counts requests per descriptor.
-local fixedImpl, bucketImpl
+local fixedImpl, bucketImpl, leakyImpl
 local function policy_fast(key, raw, start, injected, res, p, n, maxWait, epoch, versionText)
   local rate, interval = p.rate, p.interval * 1000
   local now, e = start, 0
@@ -179,8 +179,10 @@ local function policy_fast(key, raw, start, injected, res, p, n, maxWait, epoch,
   else
     -- A bucket's state "last owed": counted under this version's limit.
     local burst, owed, l, expiry = p.burst, 0, 0, 0
+    local leaky = p.impl == leakyImpl
     if raw then
-      local E, v, L, o = string.match(raw, '^(%w+) (%w+)|t(%w+) (%w+)$')
+      local E, v, code, L, o = string.match(raw, '^(%w+) (%w+)|([tq])(%w+) (%w+)$')
+      if code ~= (leaky and 'q' or 't') then return false end
       if not E or E ~= epoch or v ~= versionText then return false end
       l, owed = tonumber(L, 36), tonumber(o, 36)
       expiry = l + ceildiv(owed, rate)
@@ -189,19 +191,33 @@ local function policy_fast(key, raw, start, injected, res, p, n, maxWait, epoch,
     if now - l > 0 and owed > 0 then -- deficit_drain
       if now - l >= ceildiv(owed, rate) then owed = 0 else owed = owed - (now - l) * rate end
     end
-    local limit, after = burst * interval, owed + n * interval
-    local wait = 0
-    if after > limit then wait = ceildiv(after - limit, rate) end
-    if maxWait >= 0 and wait > maxWait then
-      res[3], res[4], res[5], res[6] = 0, 0, 1, wait
-      res[7], res[8], res[9] = later(floor((limit - owed) / interval), 0), later(expiry - start, 0), wait
-      return true
+    local after, left = owed + n * interval, 0
+    if leaky then
+      -- leakybucket.lua: the work ahead makes it wait; no room: full.
+      local wait, limit = ceildiv(owed, rate), (p.capacity - n) * interval
+      local full = owed > limit and ceildiv(owed - limit, rate) > 0
+      if full or (maxWait >= 0 and wait > maxWait) then
+        if owed <= 0 then left = later(floor((p.capacity * interval - owed) / interval), 0) end
+        res[3], res[4], res[5], res[6] = 0, (full and maxWait ~= 0) and 1 or 0, 1, wait
+        res[7], res[8], res[9] = left, later(expiry - start, 0), wait
+        return true
+      end
+      if wait > 0 then return false end -- a reservation
+    else
+      local limit, wait = burst * interval, 0
+      if after > limit then wait = ceildiv(after - limit, rate) end
+      if maxWait >= 0 and wait > maxWait then
+        res[3], res[4], res[5], res[6] = 0, 0, 1, wait
+        res[7], res[8], res[9] = later(floor((limit - owed) / interval), 0), later(expiry - start, 0), wait
+        return true
+      end
+      if wait > 0 then return false end -- a reservation
+      left = later(floor((limit - after) / interval), 0)
     end
-    if wait > 0 then return false end -- a reservation
     e = now + ceildiv(after, rate)
     res[3], res[4], res[5], res[6] = 1, 0, 0, 0
-    res[7], res[8], res[9] = later(floor((limit - after) / interval), 0), later(e - start, 0), 0
-    policyBuf[1] = 116 -- 't'
+    res[7], res[8], res[9] = left, later(e - start, 0), 0
+    policyBuf[1] = leaky and 113 or 116 -- 'q' or 't'
     j = policy_put36(now, 2)
     policyBuf[j] = 32 -- ' '
     j = policy_put36(after, j + 1)
@@ -240,8 +256,10 @@ local function policy_serve(keys, argv, start, injected, res)
       if parsedCount == 256 then parsed, parsedCount = {}, 0 end
       parsed[text], parsedCount = p, parsedCount + 1
     end
-    if not fixedImpl then fixedImpl, bucketImpl = algorithms['fixed-window'], algorithms['token-bucket'] end
-    if p and (p.impl == fixedImpl or p.impl == bucketImpl) and n >= 1 and n <= p.most and
+    if not fixedImpl then
+      fixedImpl, bucketImpl, leakyImpl = algorithms['fixed-window'], algorithms['token-bucket'], algorithms['leaky-bucket']
+    end
+    if p and (p.impl == fixedImpl or p.impl == bucketImpl or p.impl == leakyImpl) and n >= 1 and n <= p.most and
       policy_fast(keys[1], raw, start, injected, res, p, n, arg, epoch, versionText) then
       return
     end

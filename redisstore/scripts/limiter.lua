@@ -191,17 +191,61 @@ local function serve(keys, argv, start, injected, out, k, a, calls, head, got)
   out[head] = now * unit
 end
 
+-- counter_grant is a sliding counter's acquire of n at now (slidingcounter.lua)
+-- on a state of at most two windows (s1, p1 and s2, p2, oldest first;
+-- nil: none) and its tail, when it is granted at once: true, the
+-- permits left, the expiry and the windows after it (k of them). False
+-- when it is not (a wait, a reservation queued, a third window): the
+-- general path answers.
+local function counter_grant(now, rate, interval, n, tail, s1, p1, s2, p2)
+  if tail > now or (s2 or s1 or 0) > now then return false end -- a reservation
+  local w = now - now % interval
+  local lo = w - interval
+  local prev, cur = 0, 0
+  if s1 then if s1 >= w then cur = cur + p1 elseif s1 >= lo then prev = prev + p1 end end
+  if s2 then if s2 >= w then cur = cur + p2 elseif s2 >= lo then prev = prev + p2 end end
+  local room = rate - cur - n
+  if room < 0 then return false end -- a wait
+  if prev > 0 and interval - floor(room * interval / prev) > now - w then return false end -- a wait
+  -- Granted now: the windows before the previous one go, n counts in
+  -- the newest if it is the current one, else in a new one.
+  local k = 0
+  if s2 and s2 >= lo then
+    if s1 >= lo then k = 2 else s1, p1, s2, k = s2, p2, nil, 1 end
+  elseif s1 and s1 >= lo then
+    s2, k = nil, 1
+  end
+  if k == 2 and s2 >= w then
+    p2 = p2 + n
+  elseif k == 1 and s1 >= w then
+    p1 = p1 + n
+  elseif k == 2 then
+    return false -- a third window
+  elseif k == 1 then
+    s2, p2, k = w, n, 2
+  else
+    s1, p1, k = w, n, 1
+  end
+  local newest = k == 2 and s2 or s1
+  local e = newest - newest % interval + 2 * interval
+  prev, cur = 0, 0
+  if s1 >= w then cur = cur + p1 else prev = prev + p1 end
+  if k == 2 then if s2 >= w then cur = cur + p2 else prev = prev + p2 end end
+  return true, later(rate - cur - ceildiv(prev * (interval - (now - w)), interval), 0), e, k, s1, p1, s2, p2
+end
+
 -- serve_fast serves, as serve would, a limiter of one call, an acquire,
--- when it is an Overall fixed window, token bucket or leaky bucket whose
--- config is stored as sent, the acquire is granted at once or refused
--- (beyond the caller's wait, or a full queue), and the state is one it
--- reads by one string.match: a fixed window of one window and no
+-- when it is an Overall fixed window, sliding counter, token bucket or
+-- leaky bucket whose config is stored as sent, the acquire is granted at
+-- once or refused (beyond the caller's wait, or a full queue; a sliding
+-- counter's refusals go to serve), and the state is one it reads by one
+-- string.match: a window of one window (a counter: two) and no
 -- reservation, a bucket without a queue counted under the config. The rules are the algorithm's file's, the
 -- state written the same, without the context, the algorithm's tables and
 -- gmatch per number: the common call, on one limiter or on many keys.
 -- Anything else returns false, having changed nothing, with what HMGET
 -- read, for serve.
-local fixedAlgorithm, bucketAlgorithm, leakyAlgorithm
+local fixedAlgorithm, bucketAlgorithm, leakyAlgorithm, counterAlgorithm
 local function serve_fast(keys, argv, start, k, a, out, head)
   local key = keys[k + 1]
   local got = redis.call('HMGET', key, 'c', 's', 't')
@@ -217,6 +261,7 @@ local function serve_fast(keys, argv, start, k, a, out, head)
   if not p or p.mode ~= 'overall' or not n or not maxWait or n < 1 or n > p.most then return false, got end
   if not fixedAlgorithm then
     fixedAlgorithm, bucketAlgorithm, leakyAlgorithm = algorithms['fixed-window'], algorithms['token-bucket'], algorithms['leaky-bucket']
+    counterAlgorithm = algorithms['sliding-counter']
   end
   local now, rate, interval = start, p.rate, p.interval * 1000
   if p.impl == fixedAlgorithm then
@@ -244,6 +289,34 @@ local function serve_fast(keys, argv, start, k, a, out, head)
     local e = ws - ws % interval + interval
     redis.call('HSET', key, 's', fmt('u %d %d %d %d', now, e - now, ws - now, q))
     out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, 1, rate - q, 0
+    return true
+  elseif p.impl == counterAlgorithm then
+    -- slidingcounter.lua, with at most two windows and no reservation.
+    local tail, s1, p1, s2, p2, expiry = 0, nil, 0, nil, 0, 0
+    if st then
+      local l, x, t, a1, b1, a2, b2 = string.match(st, '^u (%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%-?%d+) (%d+)$')
+      if not l then
+        l, x, t, a1, b1 = string.match(st, '^u (%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$')
+        if not l then return false, got end
+      end
+      l = tonumber(l)
+      expiry = l + tonumber(x)
+      if l > now then now = l end
+      if now < expiry then -- else past its expiry: empty
+        tail, s1, p1 = l + tonumber(t), l + tonumber(a1), tonumber(b1)
+        if a2 then s2, p2 = l + tonumber(a2), tonumber(b2) end
+      end
+    end
+    local ok, left, e, k
+    ok, left, e, k, s1, p1, s2, p2 = counter_grant(now, rate, interval, n, tail, s1, p1, s2, p2)
+    if not ok then return false, got end
+    if k == 1 then
+      st = fmt('u %d %d 0 %d %d', now, e - now, s1 - now, p1)
+    else
+      st = fmt('u %d %d 0 %d %d %d %d', now, e - now, s1 - now, p1, s2 - now, p2)
+    end
+    redis.call('HSET', key, 's', st)
+    out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, 1, left, 0
     return true
   elseif p.impl == bucketAlgorithm or p.impl == leakyAlgorithm then
     local burst, owed, l = p.burst, 0, 0

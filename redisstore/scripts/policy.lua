@@ -127,16 +127,23 @@ local function policy_put36(x, i)
   return j
 end
 
--- policy_fast is the acquire of a policy of one fixed window, token
--- bucket or leaky bucket, on a key whose state is empty or of this epoch and version,
--- with at most one window and no reservation (a fixed window) or no
--- queue (a bucket): granted at once, or refused for a wait beyond
--- maxWait or a full queue. Nothing else: it returns false, having changed nothing, and
--- the general path serves the call. It answers as that path does (the
--- algorithm's file's acquire, its state string written the same), with
--- no table, no pcall and one string made for the state: the common call
--- of a service that counts requests per descriptor.
-local fixedImpl, bucketImpl, leakyImpl
+-- policy_signed36 reads a whole number in base 36, "-" first when negative.
+local function policy_signed36(x)
+  if string.byte(x) == 45 then return -tonumber(string.sub(x, 2), 36) end -- '-'
+  return tonumber(x, 36)
+end
+
+-- policy_fast is the acquire of a policy of one fixed window, sliding
+-- counter, token bucket or leaky bucket, on a key whose state is empty or
+-- of this epoch and version, with at most one window (a counter: two)
+-- and no reservation, or no queue (a bucket): granted at once, or refused
+-- for a wait beyond maxWait or a full queue (a counter's refusals go to
+-- the general path). Nothing else: it returns false, having changed
+-- nothing, and the general path serves the call. It answers as that path
+-- does (the algorithm's file's acquire, its state string written the
+-- same), with no table, no pcall and one string made for the state: the
+-- common call of a service that counts requests per descriptor.
+local fixedImpl, bucketImpl, leakyImpl, counterImpl
 local function policy_fast(key, raw, start, injected, res, p, n, maxWait, epoch, versionText)
   local rate, interval = p.rate, p.interval * 1000
   local now, e = start, 0
@@ -176,6 +183,43 @@ local function policy_fast(key, raw, start, injected, res, p, n, maxWait, epoch,
     j = policy_put36(ws - now, j + 1)
     policyBuf[j] = 32
     j = policy_put36(q, j + 1)
+  elseif p.impl == counterImpl then
+    local tail, s1, p1, s2, p2 = 0, nil, 0, nil, 0
+    if raw then
+      local E, v, l, x, t, a1, b1, a2, b2 = string.match(raw, '^(%w+) (%w+)|c(%w+) (%w+) (%-?%w+) (%-?%w+) (%w+) (%-?%w+) (%w+)$')
+      if not E then
+        E, v, l, x, t, a1, b1 = string.match(raw, '^(%w+) (%w+)|c(%w+) (%w+) (%-?%w+) (%-?%w+) (%w+)$')
+      end
+      if not E or E ~= epoch or v ~= versionText then return false end
+      l = tonumber(l, 36)
+      local expiry = l + tonumber(x, 36)
+      if l > now then now = l end
+      if now < expiry then -- else past its expiry: empty
+        tail, s1, p1 = l + policy_signed36(t), l + policy_signed36(a1), tonumber(b1, 36)
+        if a2 then s2, p2 = l + policy_signed36(a2), tonumber(b2, 36) end
+      end
+    end
+    local ok, left, k
+    ok, left, e, k, s1, p1, s2, p2 = counter_grant(now, rate, interval, n, tail, s1, p1, s2, p2)
+    if not ok then return false end
+    res[3], res[4], res[5], res[6] = 1, 0, 0, 0
+    res[7], res[8], res[9] = left, later(e - start, 0), 0
+    policyBuf[1] = 99 -- 'c'
+    j = policy_put36(now, 2)
+    policyBuf[j] = 32 -- ' '
+    j = policy_put36(e - now, j + 1)
+    policyBuf[j] = 32
+    j = policy_put36(0, j + 1) -- the tail: now
+    policyBuf[j] = 32
+    j = policy_put36(s1 - now, j + 1)
+    policyBuf[j] = 32
+    j = policy_put36(p1, j + 1)
+    if k == 2 then
+      policyBuf[j] = 32
+      j = policy_put36(s2 - now, j + 1)
+      policyBuf[j] = 32
+      j = policy_put36(p2, j + 1)
+    end
   else
     -- A bucket's state "last owed": counted under this version's limit.
     local burst, owed, l, expiry = p.burst, 0, 0, 0
@@ -258,8 +302,9 @@ local function policy_serve(keys, argv, start, injected, res)
     end
     if not fixedImpl then
       fixedImpl, bucketImpl, leakyImpl = algorithms['fixed-window'], algorithms['token-bucket'], algorithms['leaky-bucket']
+      counterImpl = algorithms['sliding-counter']
     end
-    if p and (p.impl == fixedImpl or p.impl == bucketImpl or p.impl == leakyImpl) and n >= 1 and n <= p.most and
+    if p and (p.impl == fixedImpl or p.impl == bucketImpl or p.impl == leakyImpl or p.impl == counterImpl) and n >= 1 and n <= p.most and
       policy_fast(keys[1], raw, start, injected, res, p, n, arg, epoch, versionText) then
       return
     end

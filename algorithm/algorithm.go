@@ -105,6 +105,15 @@ type State interface {
 	Clone() State
 }
 
+// Resetter is a State that can be made fresh in place, keeping its
+// buffers: a store reuses a forgotten state (Forgotten) for the call at
+// hand instead of allocating a new one. Every State built in is one.
+type Resetter interface {
+	// Reset makes the state equal to its zero value, but for the capacity
+	// of its slices.
+	Reset()
+}
+
 // ByExpiry caps a grant instant at the state's expiry: once forgotten the
 // state is empty and any request fits. Without a config change the expiry
 // never comes first; after one it can (the state is forgotten as the old

@@ -3,8 +3,11 @@ package memstore_test
 import (
 	"context"
 	"fmt"
+	mathrand "math/rand/v2"
 	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,4 +161,89 @@ func heap() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
+}
+
+// benchKeys is the number of limiters of BenchmarkKeys, as in the bench
+// module's keys workloads.
+const benchKeys = 100_000
+
+// keyOrder draws n limiter indexes among keys, uniformly or by Zipf's law
+// (s 1.1, as the bench module's keys-zipf), with a fixed seed.
+func keyOrder(keys int, zipf bool) []int32 {
+	r := mathrand.New(mathrand.NewPCG(20261123, 1))
+	out := make([]int32, 1<<20)
+	z := mathrand.NewZipf(r, 1.1, 1, uint64(keys-1))
+	for i := range out {
+		if zipf {
+			out[i] = int32(z.Uint64())
+		} else {
+			out[i] = int32(r.IntN(keys))
+		}
+	}
+	return out
+}
+
+// BenchmarkKeys mirrors the bench module's in-memory keys cells: 100,000
+// limiters (one Limiter each, knowing its config), each used once before
+// the measurement, drawn uniformly or by Zipf's law, by one caller and by
+// 32 x GOMAXPROCS; x/time/rate beside it as a user would keep one limiter
+// per key (a sync.Map). The steady state allocates nothing.
+func BenchmarkKeys(b *testing.B) {
+	ctx := context.Background()
+	for _, dist := range []string{"uniform", "zipf"} {
+		order := keyOrder(benchKeys, dist == "zipf")
+		for _, alg := range []redlimit.Algorithm{redlimit.TokenBucket, redlimit.SlidingLog} {
+			cfg := redlimit.PerInterval(1<<30, time.Second).WithAlgorithm(alg)
+			s := memstore.New()
+			ls := make([]*redlimit.Limiter, benchKeys)
+			for i := range ls {
+				var err error
+				if ls[i], err = redlimit.New(s, "bench-"+strconv.Itoa(i), redlimit.WithConfig(cfg)); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := ls[i].TryAcquire(ctx, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			benchOrder(b, dist+"/"+string(alg), order, func(i int32) { ls[i].TryAcquire(ctx, 1) })
+		}
+		var m sync.Map // name -> *rate.Limiter
+		names := make([]string, benchKeys)
+		for i := range names {
+			names[i] = "bench-" + strconv.Itoa(i)
+			m.Store(names[i], rate.NewLimiter(rate.Limit(1<<30), 1<<30))
+		}
+		benchOrder(b, dist+"/x-time-rate", order, func(i int32) {
+			v, ok := m.Load(names[i])
+			if !ok {
+				v, _ = m.LoadOrStore(names[i], rate.NewLimiter(rate.Limit(1<<30), 1<<30))
+			}
+			v.(*rate.Limiter).Allow()
+		})
+	}
+}
+
+// benchOrder runs call over order, by one caller and in parallel (each
+// caller from its own offset).
+func benchOrder(b *testing.B, name string, order []int32, call func(int32)) {
+	b.Run(name, func(b *testing.B) {
+		b.ReportAllocs()
+		k := 0
+		for b.Loop() {
+			call(order[k&(len(order)-1)])
+			k++
+		}
+	})
+	b.Run(name+"/parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(32)
+		var next atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			k := int(next.Add(7919))
+			for pb.Next() {
+				call(order[k&(len(order)-1)])
+				k++
+			}
+		})
+	})
 }

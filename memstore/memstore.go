@@ -326,6 +326,7 @@ func (l *limiter) overallLog(c *conf, now int64) *log {
 // log returns the log that client uses under c, emptied if it belongs to
 // another epoch. l.mu is held.
 func (l *limiter) log(c *conf, client string, now int64) *log {
+	var spare algorithm.State // a forgotten Overall state, to reuse
 	if now-l.swept >= c.every {
 		// Forget the logs that hold nothing that can change an answer
 		// (such as the log of a PerClient client that went away), at most
@@ -333,7 +334,7 @@ func (l *limiter) log(c *conf, client string, now int64) *log {
 		// Redis keeps its keys: a client that restores that epoch after a
 		// data loss finds it as Redis would.
 		l.swept = now
-		l.forget(now)
+		spare = l.forget(now)
 	}
 	lg := &l.overall
 	if c.Mode == redlimit.PerClient {
@@ -346,9 +347,20 @@ func (l *limiter) log(c *conf, client string, now int64) *log {
 		}
 	}
 	if lg.State == nil || lg.epoch != c.Epoch {
-		lg.State, lg.epoch = c.spec.New(), c.Epoch
+		lg.State, lg.epoch = fresh(c.spec, spare), c.Epoch
 	}
 	return lg
+}
+
+// fresh returns a fresh state of spec's algorithm: spare reset in place
+// when it is one (algorithm.Resetter), so that a limiter in use does not
+// allocate a state each time its own is forgotten; else a new one.
+func fresh(spec *algorithm.Spec, spare algorithm.State) algorithm.State {
+	if r, ok := spare.(algorithm.Resetter); ok && algorithm.Of(spare) == spec {
+		r.Reset()
+		return spare
+	}
+	return spec.New()
 }
 
 // limit is the config's Limit, with the instant it took effect. l.mu is held.
@@ -368,9 +380,11 @@ func (l *limiter) forgotten(lg *log, now int64) bool {
 	return lg.Forgotten(now/unitOf(lg.State), lim)
 }
 
-// forget drops the logs that are forgotten at now. l.mu is held.
-func (l *limiter) forget(now int64) {
+// forget drops the logs that are forgotten at now, and returns the Overall
+// state it dropped, if any. l.mu is held.
+func (l *limiter) forget(now int64) (dropped algorithm.State) {
 	if l.overall.State != nil && l.forgotten(&l.overall, now) {
+		dropped = l.overall.State
 		l.overall = log{}
 	}
 	for id, lg := range l.clients {
@@ -381,6 +395,7 @@ func (l *limiter) forget(now int64) {
 	if len(l.clients) == 0 {
 		l.clients = nil
 	}
+	return dropped
 }
 
 // SetConfig implements redlimit.Store.

@@ -29,6 +29,9 @@ type State struct {
 
 var _ algorithm.State = (*State)(nil)
 
+// Reset implements algorithm.Resetter.
+func (s *State) Reset() { *s = State{Windows: s.Windows[:0]} }
+
 func (s *State) advance(now int64, lim algorithm.Limit) int64 {
 	now = algorithm.Later(now, s.Last)
 	s.Last = now

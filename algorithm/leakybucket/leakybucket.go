@@ -37,6 +37,9 @@ type State struct {
 
 var _ algorithm.State = (*State)(nil)
 
+// Reset implements algorithm.Resetter.
+func (s *State) Reset() { *s = State{} }
+
 // ahead is how long the work queued ahead takes to drain, rounded up to
 // the clock's unit (a microsecond in the stores): a request is let out at
 // the first instant its turn has come, never before, so grants are spaced

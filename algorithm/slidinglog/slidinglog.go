@@ -33,6 +33,9 @@ type (
 
 var _ algorithm.State = (*State)(nil)
 
+// Reset implements algorithm.Resetter.
+func (s *State) Reset() { *s = State{Entries: s.Entries[:0]} }
+
 // Entry is the number of permits granted (or reserved) at one millisecond.
 type Entry struct {
 	At      int64

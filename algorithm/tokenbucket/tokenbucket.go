@@ -59,6 +59,9 @@ type State struct {
 
 var _ algorithm.State = (*State)(nil)
 
+// Reset implements algorithm.Resetter.
+func (s *State) Reset() { *s = State{} }
+
 func remaining(d algorithm.Deficit, lim algorithm.Limit) int64 {
 	return max(0, (lim.Burst*lim.Interval-d.Owed)/lim.Interval)
 }

@@ -1,6 +1,8 @@
 package redlimit
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,5 +30,78 @@ func TestHeldSlotsBounded(t *testing.T) {
 	}
 	if _, got, _ := h.take(clk.Now(), 1<<40); got != time.Minute.Milliseconds() {
 		t.Fatalf("held %d; want %d", got, time.Minute.Milliseconds())
+	}
+}
+
+// A record whose slots stop holding reuses them: a Limiter called less
+// often than a slot is wide (one key among many) makes no new slot per
+// grant once its first slots are done, and still holds exactly its
+// grants of the span.
+func TestHeldSlotsReused(t *testing.T) {
+	c, err := TokenBucketConfig(10, time.Second, 10).Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	var h held
+	// A grant every 100ms (slots are 31ms wide; each is held 1s).
+	for i := range 100 {
+		h.add(&c, clk.Now(), 1, clk)
+		if i == 20 && h.made == 0 {
+			t.Fatal("no slot made")
+		}
+		clk.Advance(100 * time.Millisecond)
+	}
+	if h.made > 16 {
+		t.Fatalf("%d slots made for 100 grants, about 10 held at a time", h.made)
+	}
+	if _, got, _ := h.take(clk.Now(), 100); got != 9 {
+		t.Fatalf("held %d; want the 9 grants made in the last second", got)
+	}
+}
+
+// Grants added while Releases take and put back permits, concurrently:
+// nothing is lost or counted twice (clock still: every grant holds).
+func TestHeldConcurrent(t *testing.T) {
+	c, err := TokenBucketConfig(1000, time.Second, 1000).Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	var h held
+	const adders, grants = 4, 2000
+	var released atomic.Int64
+	var wg sync.WaitGroup
+	for a := range adders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range grants {
+				// Spread over many slots, each visited several times.
+				h.add(&c, start.Add(time.Duration((i*7+a)%900)*time.Millisecond), 1, clk)
+			}
+		}()
+	}
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				tk, n, _ := h.take(clk.Now(), 3)
+				back := n / 2
+				if i%2 == 0 {
+					back = 0
+				}
+				released.Add(n - back)
+				h.putBack(tk, n-back)
+			}
+		}()
+	}
+	wg.Wait()
+	_, rest, _ := h.take(clk.Now(), 1<<40)
+	if got := rest + released.Load(); got != adders*grants {
+		t.Fatalf("held %d + released %d = %d; want %d", rest, released.Load(), got, adders*grants)
 	}
 }

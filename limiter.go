@@ -73,25 +73,58 @@ const (
 // held is a Limiter's record of its own recent grants, in process memory:
 // Release hands back no more than it holds. Grants close together share a
 // slot (holdSlices per hold span), so the record stays small whatever the
-// rate, and a grant in the current slot is one atomic add.
+// rate, and a grant in the current slot is one atomic compare-and-swap.
+// Slots the record no longer needs are kept for reuse, so that a Limiter
+// called less often than a slot is wide (one of many keys) does not
+// allocate one per call.
 type held struct {
 	// cur is the slot grants are added to while they fall in its slice.
 	cur atomic.Pointer[heldSlot]
 	mu  sync.Mutex
 	// slots in the order made, oldest first (under mu).
 	slots []*heldSlot
+	// free are slots made or dropped from slots, to use (under mu); made
+	// counts the slots made.
+	free []*heldSlot
+	made int
 }
+
+// minHeldChunk is the fewest slots a record makes at once.
+const minHeldChunk = 4
 
 // heldSlot counts the permits of grants made in [start, end) (store time,
 // ms; a slot never spans a window boundary). They count as held until
 // until (the Limiter's clock, Unix ns), when the first of them stops
 // counting against the limit.
+//
+// A slot is reused once dropped, while add may still be reading it
+// without the lock: word's generation tells add whether start and end
+// are the ones it checked its grant against (a sequence lock).
 type heldSlot struct {
-	start, end, until int64
-	n                 atomic.Int64
-	// out is what Releases in flight took from n and may put back.
-	out atomic.Int64
+	// start, end, until are written under held.mu while word's
+	// generation is odd (the slot being filled).
+	start, end, until atomic.Int64
+	// word is the slot's generation (the top slotGenBits bits) and its
+	// permits (the others).
+	word atomic.Uint64
+	// out is what Releases in flight took from the permits and may put
+	// back (under held.mu).
+	out int64
 }
+
+// slotGenShift places a slot's generation above its permits: 2^48 is far
+// above what one slot can count (a slot is a thirty-second of the span in
+// which the store grants at most about twice the limit, itself at most
+// algorithm.MaxRate, 2^40).
+const slotGenShift = 48
+
+func slotPermits(w uint64) int64 { return int64(w & (1<<slotGenShift - 1)) }
+
+func (s *heldSlot) permits() int64 { return slotPermits(s.word.Load()) }
+
+// addPermits adds n (negative: takes) to the slot's permits, keeping its
+// generation; a take never takes more than the slot holds.
+func (s *heldSlot) addPermits(n int64) { s.word.Add(uint64(n)) }
 
 // holdSlices is how many slots a hold span is cut into.
 const holdSlices = 32
@@ -122,9 +155,16 @@ func heldUntil(cfg *Config, ms int64) int64 {
 // is the Limiter's clock, read only for a new slot.
 func (h *held) add(cfg *Config, at time.Time, n int64, clk clock.Clock) {
 	ms := at.UnixMilli()
-	if s := h.cur.Load(); s != nil && ms >= s.start && ms < s.end {
-		s.n.Add(n)
-		return
+	for s := h.cur.Load(); s != nil; s = h.cur.Load() {
+		w := s.word.Load()
+		if w>>slotGenShift&1 != 0 || ms < s.start.Load() || ms >= s.end.Load() {
+			break // being filled, or not this slot's slice
+		}
+		// Unchanged since start and end were read: still the slot
+		// they belong to (a reused slot has another generation).
+		if s.word.CompareAndSwap(w, w+uint64(n)) {
+			return
+		}
 	}
 	h.addSlot(cfg, ms, n, clk.Now())
 }
@@ -158,26 +198,59 @@ func (h *held) addSlot(cfg *Config, ms, n int64, now time.Time) {
 		// Release hands back entries up to (see Release).
 		width = 1
 	}
-	s := &heldSlot{start: ms, end: min(until, ms+width), until: local}
-	s.n.Store(n)
+	if len(h.free) == 0 && len(h.slots) > 0 && h.droppable(h.slots[0], now.UnixNano()) {
+		// The oldest slot is the first to stop holding: reused at once,
+		// the record of a Limiter called seldom stays a few slots.
+		h.free = append(h.free, h.slots[0])
+		h.slots = h.slots[:copy(h.slots, h.slots[1:])]
+	}
+	if len(h.free) == 0 {
+		// Slots are made in chunks, as many as the record has (at
+		// least minHeldChunk): a record that grows to k slots allocates
+		// about log2(k) times in all.
+		chunk := make([]heldSlot, max(minHeldChunk, h.made))
+		h.made += len(chunk)
+		for i := range chunk {
+			h.free = append(h.free, &chunk[i])
+		}
+	}
+	k := len(h.free) - 1
+	s := h.free[k]
+	h.free[k], h.free = nil, h.free[:k]
+	// An odd generation while filling: add, reading it meanwhile, goes
+	// to the lock; its compare-and-swap fails on a word read before.
+	gen := s.word.Load()>>slotGenShift | 1
+	s.word.Store(gen << slotGenShift)
+	s.start.Store(ms)
+	s.end.Store(min(until, ms+width))
+	s.until.Store(local)
+	s.word.Store((gen+1)<<slotGenShift | uint64(n))
 	h.slots = append(h.slots, s)
 	h.cur.Store(s)
 }
 
 // prune drops the slots that hold nothing at now (Unix ns) and can get
-// nothing: the current slot stays (add's fast path adds to it without
-// the lock), and so does one a Release in flight may put permits back in.
-// h.mu is held.
+// nothing, keeping them for reuse: the current slot stays (add's fast
+// path adds to it without the lock), and so does one a Release in flight
+// may put permits back in. h.mu is held.
 func (h *held) prune(now int64) {
 	kept := h.slots[:0]
-	cur := h.cur.Load()
 	for _, s := range h.slots {
-		if s == cur || s.out.Load() > 0 || s.until > now && s.n.Load() > 0 {
+		if !h.droppable(s, now) {
 			kept = append(kept, s)
+		} else {
+			h.free = append(h.free, s)
 		}
 	}
 	clear(h.slots[len(kept):])
 	h.slots = kept
+}
+
+// droppable reports whether s holds nothing at now (Unix ns) and can get
+// nothing: neither the current slot nor one a Release in flight may put
+// permits back in. h.mu is held.
+func (h *held) droppable(s *heldSlot, now int64) bool {
+	return s != h.cur.Load() && s.out == 0 && (s.until.Load() <= now || s.permits() == 0)
 }
 
 // taken is what one Release took from the record: per slot, newest first.
@@ -200,22 +273,22 @@ func (h *held) take(now time.Time, n int64) (taken, int64, int64) {
 	var sum, oldest int64
 	for k := len(h.slots) - 1; k >= 0 && sum < n; k-- {
 		s := h.slots[k]
-		if s.until <= t {
+		if s.until.Load() <= t {
 			continue
 		}
-		got := min(s.n.Load(), n-sum)
+		got := min(s.permits(), n-sum)
 		if got <= 0 {
 			continue
 		}
-		s.n.Add(-got)
-		s.out.Add(got)
+		s.addPermits(-got)
+		s.out += got
 		tk = append(tk, struct {
 			s *heldSlot
 			n int64
 		}{s, got})
 		sum += got
-		if len(tk) == 1 || s.start < oldest {
-			oldest = s.start
+		if start := s.start.Load(); len(tk) == 1 || start < oldest {
+			oldest = start
 		}
 	}
 	return tk, sum, oldest
@@ -229,15 +302,15 @@ func (h *held) putBack(tk taken, released int64) {
 	for _, e := range tk {
 		back := e.n - min(released, e.n)
 		released -= e.n - back
-		e.s.out.Add(-e.n)
-		e.s.n.Add(back)
+		e.s.out -= e.n
+		e.s.addPermits(back)
 	}
 }
 
 // reset forgets every grant (the state was reset or deleted).
 func (h *held) reset() {
 	h.mu.Lock()
-	h.slots = nil
+	h.slots, h.free, h.made = nil, nil, 0
 	h.cur.Store(nil)
 	h.mu.Unlock()
 }
@@ -903,7 +976,7 @@ func (l *Limiter) Release(ctx context.Context, n int64) (_ int64, err error) {
 	}
 	var sum int64
 	for i := range tk {
-		got, err := l.store.Release(ctx, l.key(), known, tk[i].n, time.UnixMilli(tk[i].s.start))
+		got, err := l.store.Release(ctx, l.key(), known, tk[i].n, time.UnixMilli(tk[i].s.start.Load()))
 		l.held.putBack(tk[i:i+1], got)
 		sum += got
 		if err != nil {

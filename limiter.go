@@ -81,16 +81,20 @@ type held struct {
 	// cur is the slot grants are added to while they fall in its slice.
 	cur atomic.Pointer[heldSlot]
 	mu  sync.Mutex
-	// slots in the order made, oldest first (under mu).
-	slots []*heldSlot
-	// free are slots made or dropped from slots, to use (under mu); made
-	// counts the slots made.
-	free []*heldSlot
-	made int
+	// The slots in the order made, a list from oldest to newest, of
+	// count slots (under mu).
+	oldest, newest *heldSlot
+	count          int
+	// free lists the slots dropped from the record, to reuse; unused
+	// are slots made and not used yet; made counts the slots made (under
+	// mu).
+	free   *heldSlot
+	unused []heldSlot
+	made   int
 }
 
-// minHeldChunk is the fewest slots a record makes at once.
-const minHeldChunk = 4
+// minHeldChunk is the fewest slots a record makes at once after its first.
+const minHeldChunk = 8
 
 // heldSlot counts the permits of grants made in [start, end) (store time,
 // ms; a slot never spans a window boundary). They count as held until
@@ -110,6 +114,9 @@ type heldSlot struct {
 	// out is what Releases in flight took from the permits and may put
 	// back (under held.mu).
 	out int64
+	// prev and next link the record's slots, next the free ones (under
+	// held.mu).
+	prev, next *heldSlot
 }
 
 // slotGenShift places a slot's generation above its permits: 2^48 is far
@@ -181,7 +188,7 @@ func (h *held) addSlot(cfg *Config, ms, n int64, now time.Time) {
 	local := now.UnixNano() + (until-ms)*int64(time.Millisecond)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.slots) >= 2*holdSlices {
+	if h.count >= 2*holdSlices {
 		h.prune(now.UnixNano())
 	}
 	// Slots are a thirty-second of an Interval (of the hold span for a
@@ -192,31 +199,27 @@ func (h *held) addSlot(cfg *Config, ms, n int64, now time.Time) {
 		span = until - ms
 	}
 	width := max(1, span/holdSlices)
-	if cfg.Algorithm == SlidingLog && len(h.slots) < holdSlices {
+	if cfg.Algorithm == SlidingLog && h.count < holdSlices {
 		// One millisecond, as the log's entries, while the record is
 		// small: its grants are then at its start exactly, the bound a
 		// Release hands back entries up to (see Release).
 		width = 1
 	}
-	if len(h.free) == 0 && len(h.slots) > 0 && h.droppable(h.slots[0], now.UnixNano()) {
+	var s *heldSlot
+	switch {
+	case h.free != nil:
+		s, h.free = h.free, h.free.next
+	case h.oldest != nil && h.droppable(h.oldest, now.UnixNano()):
 		// The oldest slot is the first to stop holding: reused at once,
 		// the record of a Limiter called seldom stays a few slots.
-		h.free = append(h.free, h.slots[0])
-		h.slots = h.slots[:copy(h.slots, h.slots[1:])]
-	}
-	if len(h.free) == 0 {
-		// Slots are made in chunks, as many as the record has (at
-		// least minHeldChunk): a record that grows to k slots allocates
-		// about log2(k) times in all.
-		chunk := make([]heldSlot, max(minHeldChunk, h.made))
-		h.made += len(chunk)
-		for i := range chunk {
-			h.free = append(h.free, &chunk[i])
+		s = h.oldest
+		h.unlink(s)
+	default:
+		if len(h.unused) == 0 {
+			h.grow()
 		}
+		s, h.unused = &h.unused[0], h.unused[1:]
 	}
-	k := len(h.free) - 1
-	s := h.free[k]
-	h.free[k], h.free = nil, h.free[:k]
 	// An odd generation while filling: add, reading it meanwhile, goes
 	// to the lock; its compare-and-swap fails on a word read before.
 	gen := s.word.Load()>>slotGenShift | 1
@@ -225,8 +228,44 @@ func (h *held) addSlot(cfg *Config, ms, n int64, now time.Time) {
 	s.end.Store(min(until, ms+width))
 	s.until.Store(local)
 	s.word.Store((gen+1)<<slotGenShift | uint64(n))
-	h.slots = append(h.slots, s)
+	s.prev, s.next = h.newest, nil
+	if h.newest != nil {
+		h.newest.next = s
+	} else {
+		h.oldest = s
+	}
+	h.newest = s
+	h.count++
 	h.cur.Store(s)
+}
+
+// grow makes slots, in one allocation: one at first (a Limiter made for
+// one call), then as many as made before, at least minHeldChunk: a record
+// that grows to k slots allocates about log2(k) times in all. h.mu is
+// held.
+func (h *held) grow() {
+	size := 1
+	if h.made > 0 {
+		size = max(minHeldChunk, h.made)
+	}
+	h.unused = make([]heldSlot, size)
+	h.made += size
+}
+
+// unlink takes s out of the record. h.mu is held.
+func (h *held) unlink(s *heldSlot) {
+	if s.prev != nil {
+		s.prev.next = s.next
+	} else {
+		h.oldest = s.next
+	}
+	if s.next != nil {
+		s.next.prev = s.prev
+	} else {
+		h.newest = s.prev
+	}
+	s.prev, s.next = nil, nil
+	h.count--
 }
 
 // prune drops the slots that hold nothing at now (Unix ns) and can get
@@ -234,16 +273,14 @@ func (h *held) addSlot(cfg *Config, ms, n int64, now time.Time) {
 // path adds to it without the lock), and so does one a Release in flight
 // may put permits back in. h.mu is held.
 func (h *held) prune(now int64) {
-	kept := h.slots[:0]
-	for _, s := range h.slots {
-		if !h.droppable(s, now) {
-			kept = append(kept, s)
-		} else {
-			h.free = append(h.free, s)
+	for s := h.oldest; s != nil; {
+		next := s.next
+		if h.droppable(s, now) {
+			h.unlink(s)
+			s.next, h.free = h.free, s
 		}
+		s = next
 	}
-	clear(h.slots[len(kept):])
-	h.slots = kept
 }
 
 // droppable reports whether s holds nothing at now (Unix ns) and can get
@@ -271,8 +308,7 @@ func (h *held) take(now time.Time, n int64) (taken, int64, int64) {
 	h.prune(t)
 	var tk taken
 	var sum, oldest int64
-	for k := len(h.slots) - 1; k >= 0 && sum < n; k-- {
-		s := h.slots[k]
+	for s := h.newest; s != nil && sum < n; s = s.prev {
 		if s.until.Load() <= t {
 			continue
 		}
@@ -310,7 +346,8 @@ func (h *held) putBack(tk taken, released int64) {
 // reset forgets every grant (the state was reset or deleted).
 func (h *held) reset() {
 	h.mu.Lock()
-	h.slots, h.free, h.made = nil, nil, 0
+	h.oldest, h.newest, h.count = nil, nil, 0
+	h.free, h.unused, h.made = nil, nil, 0
 	h.cur.Store(nil)
 	h.mu.Unlock()
 }

@@ -59,15 +59,23 @@ func (l *Limiter) storeAcquire(ctx context.Context, known Config, n int64, maxWa
 		share = defaultStoreShare
 	}
 	if share >= 1 || l.fallback == nil && l.policy != FailOpen {
-		return l.store.Acquire(ctx, l.key(), known, n, maxWait)
+		return l.storeCall(ctx, &known, n, maxWait)
 	}
 	dl, ok := ctx.Deadline()
 	if !ok {
-		return l.store.Acquire(ctx, l.key(), known, n, maxWait)
+		return l.storeCall(ctx, &known, n, maxWait)
 	}
 	sctx, cancel := context.WithDeadline(ctx, time.Now().Add(time.Duration(float64(time.Until(dl))*share)))
 	defer cancel()
-	return l.store.Acquire(sctx, l.key(), known, n, maxWait)
+	return l.storeCall(sctx, &known, n, maxWait)
+}
+
+// storeCall is the store's Acquire, through its handle when bound.
+func (l *Limiter) storeCall(ctx context.Context, known *Config, n int64, maxWait time.Duration) (Decision, error) {
+	if l.bound != nil {
+		return l.bound.Acquire(ctx, l.key(), *known, n, maxWait)
+	}
+	return l.store.Acquire(ctx, l.key(), *known, n, maxWait)
 }
 
 // WithFailurePolicy sets what acquire calls answer while the store is

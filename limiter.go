@@ -11,13 +11,17 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/clock"
+	"github.com/redlimit/redlimit/internal/direct"
 )
 
 // Limiter is one named rate limit in a Store, seen from one client. Every
 // Limiter with the same name on the same store shares the limit (Overall) or
 // gets its own (PerClient, by client ID). A Limiter is safe for concurrent use.
 type Limiter struct {
-	store  Store
+	store Store
+	// bound is store's own handle on this name, when it has one (a
+	// memory store): acquire calls go through it.
+	bound  direct.Handle[Key, Config, Decision]
 	name   string
 	client string
 	clock  clock.Clock
@@ -518,6 +522,9 @@ func New(store Store, name string, opts ...Option) (*Limiter, error) {
 	}
 	if l.client == "" {
 		l.client = newClientID()
+	}
+	if b, ok := store.(direct.Binder[Key, Config, Decision]); ok {
+		l.bound = b.Bind(direct.Token{}, name)
 	}
 	if l.override {
 		if l.wanted.Load() == nil {

@@ -41,6 +41,7 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithm"
 	"github.com/redlimit/redlimit/clock"
+	"github.com/redlimit/redlimit/internal/direct"
 )
 
 const (
@@ -491,6 +492,11 @@ func (s *Store) end(k *call) { s.done(k.sh, k.l, k.now) }
 // limiter, restoring its config from known when it was lost. The errors
 // come in a fixed order: name, known config, context, not initialized.
 func (s *Store) begin(ctx context.Context, name string, known *redlimit.Config) (call, error) {
+	return s.beginBound(ctx, name, known, nil)
+}
+
+// beginBound is begin, on h's limiter when h is not nil (h's name is name).
+func (s *Store) beginBound(ctx context.Context, name string, known *redlimit.Config, h *handle) (call, error) {
 	if err := (redlimit.Key{Name: name}).ValidateName(); err != nil {
 		return call{}, err
 	}
@@ -499,8 +505,14 @@ func (s *Store) begin(ctx context.Context, name string, known *redlimit.Config) 
 	// a later instant in the state takes that one (time never runs
 	// backwards for a state).
 	now := s.nowUS()
-	sh := s.shard(name)
-	l := s.open(sh, name, known.Rate != 0)
+	var sh *shard
+	var l *limiter
+	if h != nil {
+		sh, l = h.sh, h.open(known.Rate != 0)
+	} else {
+		sh = s.shard(name)
+		l = s.open(sh, name, known.Rate != 0)
+	}
 	var kc *conf // known, once checked
 	if known.Rate != 0 {
 		// A known config equal to the stored one needs no checking: the
@@ -552,16 +564,23 @@ func (s *Store) abandon(sh *shard, name string, l *limiter) {
 // Acquire implements redlimit.Store. It fills its named result in place:
 // a Decision is large enough that copying it shows on the hot path.
 func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (out redlimit.Decision, err error) {
+	err = s.acquire(ctx, key, &known, n, maxWait, &out, nil)
+	return out, err
+}
+
+// acquire is Acquire, filling *out (zero), on h's limiter when h is not
+// nil.
+func (s *Store) acquire(ctx context.Context, key redlimit.Key, known *redlimit.Config, n int64, maxWait time.Duration, out *redlimit.Decision, h *handle) error {
 	if err := (redlimit.Config{}).ValidatePermits(n); err != nil {
-		return out, err
+		return err
 	}
-	k, err := s.begin(ctx, key.Name, &known)
+	k, err := s.beginBound(ctx, key.Name, known, h)
 	if err != nil {
-		return out, err
+		return err
 	}
 	if n > k.c.max {
 		s.end(&k)
-		return out, k.c.Config.ValidatePermits(n)
+		return k.c.Config.ValidatePermits(n)
 	}
 	lg := k.l.overallLog(k.c, k.now)
 	if lg == nil {
@@ -589,7 +608,44 @@ func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Co
 	}
 	out.Config = k.c.Config
 	s.end(&k)
-	return out, nil
+	return nil
+}
+
+// handle is a name's limiter, bound (direct.Handle): found once, and again
+// only when it left the store.
+type handle struct {
+	s    *Store
+	sh   *shard
+	name string
+	l    atomic.Pointer[limiter]
+}
+
+// Bind implements direct.Binder, for package redlimit's Limiter: its calls
+// then skip the name's lookup. It is not for use elsewhere.
+func (s *Store) Bind(_ direct.Token, name string) direct.Handle[redlimit.Key, redlimit.Config, redlimit.Decision] {
+	return &handle{s: s, sh: s.shard(name), name: name}
+}
+
+// Acquire implements direct.Handle.
+func (h *handle) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (out redlimit.Decision, err error) {
+	err = h.s.acquire(ctx, key, &known, n, maxWait, &out, h)
+	return out, err
+}
+
+// open is Store.open for the bound name: its limiter, locked.
+func (h *handle) open(create bool) *limiter {
+	if l := h.l.Load(); l != nil && !l.dead.Load() {
+		l.mu.Lock()
+		if !l.dead.Load() {
+			return l
+		}
+		l.mu.Unlock()
+	}
+	l := h.s.open(h.sh, h.name, create)
+	if l != nil {
+		h.l.Store(l)
+	}
+	return l
 }
 
 // waitUnits turns a maximum wait into whole units of unit µs (rounded

@@ -133,6 +133,10 @@ func (s *State) earliest(now, n int64, lim Limit) int64 {
 	return t // unreachable while n <= Rate
 }
 
+// compactEntries is the longest log AcquireAt moves to the front of its
+// slice (a copy of at most 512 bytes).
+const compactEntries = 32
+
 // Acquire asks for n permits (1 <= n <= lim.Rate) at now, waiting at most
 // maxWait milliseconds (Unlimited: no bound). A grant in the future is a
 // reservation: it counts from its instant on and can be handed back with
@@ -153,7 +157,15 @@ func (s *State) AcquireAt(now int64, lim Limit, n, maxWait, notBefore int64) Dec
 		// without asking (the Redis store's refusal cache).
 		return Decision{Wait: wait, Remaining: v.remaining(now, lim), Now: now}
 	}
+	old := s.Entries
 	*s = v
+	if len(s.Entries) < len(old) && len(s.Entries) <= compactEntries {
+		// The entries that went left room at the front of s's own
+		// slice (v re-sliced it): a short log moves there, so that it
+		// appends into the room it has instead of reallocating every
+		// few grants.
+		s.Entries = old[:copy(old, s.Entries)]
+	}
 	if t, ok := s.tail(); ok && t == at {
 		s.Entries[len(s.Entries)-1].Permits += n
 	} else {

@@ -53,29 +53,33 @@ func WithStoreShare(share float64) Option {
 
 // storeAcquire asks the store for the permits, within the store's share of
 // the deadline when something else can answer in its place.
-func (l *Limiter) storeAcquire(ctx context.Context, known Config, n int64, maxWait time.Duration) (Decision, error) {
+func (l *Limiter) storeAcquire(ctx context.Context, known *Config, n int64, maxWait time.Duration, out *Decision) error {
 	share := l.storeShare
 	if share == 0 {
 		share = defaultStoreShare
 	}
 	if share >= 1 || l.fallback == nil && l.policy != FailOpen {
-		return l.storeCall(ctx, &known, n, maxWait)
+		return l.storeCall(ctx, known, n, maxWait, out)
 	}
 	dl, ok := ctx.Deadline()
 	if !ok {
-		return l.storeCall(ctx, &known, n, maxWait)
+		return l.storeCall(ctx, known, n, maxWait, out)
 	}
 	sctx, cancel := context.WithDeadline(ctx, time.Now().Add(time.Duration(float64(time.Until(dl))*share)))
 	defer cancel()
-	return l.storeCall(sctx, &known, n, maxWait)
+	return l.storeCall(sctx, known, n, maxWait, out)
 }
 
-// storeCall is the store's Acquire, through its handle when bound.
-func (l *Limiter) storeCall(ctx context.Context, known *Config, n int64, maxWait time.Duration) (Decision, error) {
+// storeCall is the store's Acquire, through its handle when bound, into
+// out: a Decision is large enough that returning it through each call
+// shows on the hot path.
+func (l *Limiter) storeCall(ctx context.Context, known *Config, n int64, maxWait time.Duration, out *Decision) (err error) {
 	if l.bound != nil {
-		return l.bound.Acquire(ctx, l.key(), *known, n, maxWait)
+		*out, err = l.bound.Acquire(ctx, l.key(), *known, n, maxWait)
+	} else {
+		*out, err = l.store.Acquire(ctx, l.key(), *known, n, maxWait)
 	}
-	return l.store.Acquire(ctx, l.key(), *known, n, maxWait)
+	return err
 }
 
 // WithFailurePolicy sets what acquire calls answer while the store is

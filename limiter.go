@@ -683,6 +683,9 @@ func (l *Limiter) ClientID() string { return l.client }
 
 func (l *Limiter) key() Key { return Key{Name: l.name, Client: l.client} }
 
+// noConfig is the known config of a Limiter that knows none.
+var noConfig Config
+
 func (l *Limiter) knownConfig() Config {
 	if p := l.known.Load(); p != nil {
 		return *p
@@ -868,7 +871,10 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 	if l.overridePending.Load() {
 		l.applyOverride(ctx)
 	}
-	known := l.knownConfig()
+	known := l.known.Load() // never written once stored: no copy
+	if known == nil {
+		known = &noConfig
+	}
 	mustGrant := maxWait < 0
 	if err := validatePermits(n); err != nil {
 		return Result{}, err
@@ -889,8 +895,8 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 	if l.maxWait >= 0 && (maxWait < 0 || l.maxWait < maxWait) {
 		maxWait, bounded = l.maxWait, true
 	}
-	d, err := l.storeAcquire(ctx, known, n, maxWait)
-	if err != nil {
+	var d Decision
+	if err := l.storeAcquire(ctx, known, n, maxWait, &d); err != nil {
 		return l.degraded(ctx, n, maxWait, err)
 	}
 	l.rememberAcquired(&d.Config)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redlimit/redlimit/internal/direct"
 )
 
 // FailurePolicy says what a Limiter answers when its store cannot be reached
@@ -75,7 +77,10 @@ func (l *Limiter) storeAcquire(ctx context.Context, known *Config, n int64, maxW
 // shows on the hot path.
 func (l *Limiter) storeCall(ctx context.Context, known *Config, n int64, maxWait time.Duration, out *Decision) (err error) {
 	if l.bound != nil {
-		*out, err = l.bound.Acquire(ctx, l.key(), *known, n, maxWait)
+		var a direct.Answer[Config]
+		if a, err = l.bound.Acquire(ctx, l.key(), known, n, maxWait); err == nil {
+			*out = decisionOf(&a)
+		}
 	} else {
 		*out, err = l.store.Acquire(ctx, l.key(), *known, n, maxWait)
 	}

@@ -23,7 +23,7 @@ func TestHeldSlotsBounded(t *testing.T) {
 	var h held
 	// A grant every millisecond of a whole window.
 	for ms := range time.Minute.Milliseconds() {
-		h.add(&c, start.Add(time.Duration(ms)*time.Millisecond), 1, clk)
+		h.add(&c, start.Add(time.Duration(ms)*time.Millisecond).UnixMilli(), 1, clk)
 	}
 	if n := h.count; n > holdSlices+1 {
 		t.Fatalf("%d slots for one window; want at most %d", n, holdSlices+1)
@@ -47,7 +47,7 @@ func TestHeldSlotsReused(t *testing.T) {
 	var h held
 	// A grant every 100ms (slots are 31ms wide; each is held 1s).
 	for i := range 100 {
-		h.add(&c, clk.Now(), 1, clk)
+		h.add(&c, clk.Now().UnixMilli(), 1, clk)
 		if i == 20 && h.made == 0 {
 			t.Fatal("no slot made")
 		}
@@ -80,7 +80,7 @@ func TestHeldConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range grants {
 				// Spread over many slots, each visited several times.
-				h.add(&c, start.Add(time.Duration((i*7+a)%900)*time.Millisecond), 1, clk)
+				h.add(&c, start.Add(time.Duration((i*7+a)%900)*time.Millisecond).UnixMilli(), 1, clk)
 			}
 		}()
 	}

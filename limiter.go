@@ -26,7 +26,7 @@ type Limiter struct {
 	obs Observer
 	// bound is store's own handle on this name, when it has one (a
 	// memory store): acquire calls go through it.
-	bound  direct.Handle[Key, Config, Decision]
+	bound  direct.Handle[Key, Config]
 	name   string
 	client string
 
@@ -165,10 +165,9 @@ func heldUntil(cfg *Config, ms int64) int64 {
 	return ms + iv
 }
 
-// add records a grant of n permits made at store time at, under cfg; clk
-// is the Limiter's clock, read only for a new slot.
-func (h *held) add(cfg *Config, at time.Time, n int64, clk clock.Clock) {
-	ms := at.UnixMilli()
+// add records a grant of n permits made at store time ms (Unix ms), under
+// cfg; clk is the Limiter's clock, read only for a new slot.
+func (h *held) add(cfg *Config, ms, n int64, clk clock.Clock) {
 	for s := h.cur.Load(); s != nil; s = h.cur.Load() {
 		w := s.word.Load()
 		if w>>slotGenShift&1 != 0 || ms < s.start.Load() || ms >= s.end.Load() {
@@ -526,7 +525,7 @@ func New(store Store, name string, opts ...Option) (*Limiter, error) {
 	if l.client == "" {
 		l.client = newClientID()
 	}
-	if b, ok := store.(direct.Binder[Key, Config, Decision]); ok {
+	if b, ok := store.(direct.Binder[Key, Config]); ok {
 		l.bound = b.Bind(direct.Token{}, name)
 	}
 	if l.override {
@@ -717,6 +716,30 @@ func (l *Limiter) rememberAcquired(c *Config) {
 	}
 }
 
+// rememberShared is rememberAcquired for a bound store's config, which
+// the store never writes: the known config becomes that very one, so that
+// the next calls compare pointers only.
+func (l *Limiter) rememberShared(c *Config) {
+	if p := l.known.Load(); p != c && c.Rate > 0 {
+		l.known.Store(c)
+		if p == nil || !p.Equal(c) {
+			l.checkDrift(c)
+		}
+	}
+	if l.drifting.Load() {
+		l.stats.drift.Add(1)
+	}
+}
+
+// decisionOf is a bound store's answer as a Decision.
+func decisionOf(a *direct.Answer[Config]) Decision {
+	d := Decision{Granted: a.Granted, Remaining: a.Remaining, Wait: time.Duration(a.Wait) * time.Microsecond, Now: time.UnixMicro(a.Now), Full: a.Full, Config: *a.Config}
+	if a.Granted {
+		d.At = time.UnixMicro(a.At)
+	}
+	return d
+}
+
 // recheckDrift re-runs the drift check after a SetRate or TrySetRate: the
 // stored or wanted config may have changed without the known one changing.
 func (l *Limiter) recheckDrift(stored *Config) {
@@ -899,10 +922,28 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 		maxWait, bounded = l.maxWait, true
 	}
 	var d Decision
-	if err := l.storeAcquire(ctx, known, n, maxWait, &d); err != nil {
-		return l.degraded(ctx, n, maxWait, err)
+	if b := l.bound; b != nil && (l.storeShare >= 1 || l.fallback == nil && l.policy != FailOpen) {
+		// A bound store (storeAcquire's first case): its short answer,
+		// the common outcomes taken from it directly.
+		a, err := b.Acquire(ctx, l.key(), known, n, maxWait)
+		if err != nil {
+			return l.degraded(ctx, n, maxWait, err)
+		}
+		l.rememberShared(a.Config)
+		if a.Granted && a.Wait <= 0 {
+			l.held.add(a.Config, a.At/1000, n, l.clock)
+			return Result{Allowed: true, Remaining: a.Remaining, At: time.UnixMicro(a.At), Waited: time.Duration(a.Wait) * time.Microsecond}, nil
+		}
+		if !a.Granted && !mustGrant {
+			return Result{Remaining: a.Remaining, RetryAfter: time.Duration(a.Wait) * time.Microsecond}, nil
+		}
+		d = decisionOf(&a)
+	} else {
+		if err := l.storeAcquire(ctx, known, n, maxWait, &d); err != nil {
+			return l.degraded(ctx, n, maxWait, err)
+		}
+		l.rememberAcquired(&d.Config)
 	}
-	l.rememberAcquired(&d.Config)
 	// The answers that need no sleep, as wait gives them, inline: passing
 	// the Decision to a call, and a Result back from one, is a copy of
 	// both on the hot path of every call (measure with BenchmarkTryAcquire
@@ -915,7 +956,7 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 		return r, nil
 	}
 	if d.Wait <= 0 {
-		l.held.add(&d.Config, d.At, n, l.clock)
+		l.held.add(&d.Config, d.At.UnixMilli(), n, l.clock)
 		return Result{Allowed: true, Remaining: d.Remaining, At: d.At, Waited: d.Wait}, nil
 	}
 	return l.wait(ctx, d, n)
@@ -947,13 +988,13 @@ func (l *Limiter) wait(ctx context.Context, d Decision, n int64) (Result, error)
 	}
 	res := Result{Allowed: true, Remaining: d.Remaining, At: d.At, Waited: d.Wait}
 	if d.Wait <= 0 {
-		l.held.add(&d.Config, d.At, n, l.clock)
+		l.held.add(&d.Config, d.At.UnixMilli(), n, l.clock)
 		return res, nil
 	}
 	fired, stop := l.clock.NewTimer(d.Wait)
 	select {
 	case <-fired:
-		l.held.add(&d.Config, d.At, n, l.clock)
+		l.held.add(&d.Config, d.At.UnixMilli(), n, l.clock)
 		return res, nil
 	case <-ctx.Done():
 		stop()

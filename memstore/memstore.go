@@ -517,7 +517,7 @@ func (s *Store) beginBound(ctx context.Context, name string, known *redlimit.Con
 	if known.Rate != 0 {
 		// A known config equal to the stored one needs no checking: the
 		// hot path, since callers learn the stored config.
-		if p := l.cfg.Load(); p != nil && p.Config.Equal(known) {
+		if p := l.cfg.Load(); p != nil && (&p.Config == known || p.Config.Equal(known)) {
 			kc = p
 		} else {
 			var err error
@@ -564,13 +564,26 @@ func (s *Store) abandon(sh *shard, name string, l *limiter) {
 // Acquire implements redlimit.Store. It fills its named result in place:
 // a Decision is large enough that copying it shows on the hot path.
 func (s *Store) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (out redlimit.Decision, err error) {
-	err = s.acquire(ctx, key, &known, n, maxWait, &out, nil)
-	return out, err
+	var a answer
+	if err := s.acquire(ctx, key, &known, n, maxWait, &a, nil); err != nil {
+		return out, err
+	}
+	out.Granted, out.Remaining, out.Wait, out.Now = a.Granted, a.Remaining, time.Duration(a.Wait)*time.Microsecond, time.UnixMicro(a.Now)
+	if a.Granted {
+		if out.At = out.Now; a.At != a.Now {
+			out.At = time.UnixMicro(a.At)
+		}
+	}
+	out.Full, out.Config = a.Full, *a.Config
+	return out, nil
 }
+
+// answer is a decision as acquire makes it (direct.Answer).
+type answer = direct.Answer[redlimit.Config]
 
 // acquire is Acquire, filling *out (zero), on h's limiter when h is not
 // nil.
-func (s *Store) acquire(ctx context.Context, key redlimit.Key, known *redlimit.Config, n int64, maxWait time.Duration, out *redlimit.Decision, h *handle) error {
+func (s *Store) acquire(ctx context.Context, key redlimit.Key, known *redlimit.Config, n int64, maxWait time.Duration, out *answer, h *handle) error {
 	if err := (redlimit.Config{}).ValidatePermits(n); err != nil {
 		return err
 	}
@@ -588,14 +601,9 @@ func (s *Store) acquire(ctx context.Context, key redlimit.Key, known *redlimit.C
 	}
 	u := k.c.unit
 	d := lg.Acquire(k.t, k.lim, n, waitUnits(maxWait, u))
-	// out is filled before the unlock, whose locked instruction drains
-	// these stores: the caller's wide loads of out then read the cache
-	// instead of stalling on stores still in flight.
-	out.Granted, out.Remaining, out.Wait, out.Now = d.Granted, d.Remaining, time.Duration(d.Wait*u)*time.Microsecond, time.UnixMicro(d.Now*u)
+	out.Granted, out.Remaining, out.Wait, out.Now = d.Granted, d.Remaining, d.Wait*u, d.Now*u
 	if d.Granted {
-		if out.At = out.Now; d.At != d.Now {
-			out.At = time.UnixMicro(d.At * u)
-		}
+		out.At = d.At * u
 	} else if full := k.c.spec.Full; full != nil && maxWait != 0 {
 		// Full: refused even with no bound on the wait, which only a
 		// call that may wait needs to know (Acquire's ErrQueueFull). An
@@ -606,7 +614,7 @@ func (s *Store) acquire(ctx context.Context, key redlimit.Key, known *redlimit.C
 			out.Full = full(lg.State, k.t, k.c.lim, n)
 		}
 	}
-	out.Config = k.c.Config
+	out.Config = &k.c.Config
 	s.end(&k)
 	return nil
 }
@@ -622,13 +630,13 @@ type handle struct {
 
 // Bind implements direct.Binder, for package redlimit's Limiter: its calls
 // then skip the name's lookup. It is not for use elsewhere.
-func (s *Store) Bind(_ direct.Token, name string) direct.Handle[redlimit.Key, redlimit.Config, redlimit.Decision] {
+func (s *Store) Bind(_ direct.Token, name string) direct.Handle[redlimit.Key, redlimit.Config] {
 	return &handle{s: s, sh: s.shard(name), name: name}
 }
 
 // Acquire implements direct.Handle.
-func (h *handle) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (out redlimit.Decision, err error) {
-	err = h.s.acquire(ctx, key, &known, n, maxWait, &out, h)
+func (h *handle) Acquire(ctx context.Context, key redlimit.Key, known *redlimit.Config, n int64, maxWait time.Duration) (out answer, err error) {
+	err = h.s.acquire(ctx, key, known, n, maxWait, &out, h)
 	return out, err
 }
 

@@ -1,8 +1,9 @@
 // Package direct lets the root package's Limiter bind itself, once, to its
-// limiter in a store of this process (memstore), so that a call does not
-// look the name up again (hash, map). The types are generic so that this package
-// needs none of the root package's: K, C and D are redlimit.Key,
-// redlimit.Config and redlimit.Decision.
+// limiter in a store of this process (memstore): a call then does not look
+// the name up again (hash, map), and its answer comes back small, with the
+// stored config by pointer. The types are generic so that this package
+// needs none of the root package's: K and C are redlimit.Key and
+// redlimit.Config.
 package direct
 
 import (
@@ -15,16 +16,26 @@ import (
 type Token struct{}
 
 // Binder is a store whose limiters a Limiter can bind itself to.
-type Binder[K, C, D any] interface {
+type Binder[K, C any] interface {
 	// Bind returns the handle of the limiter called name (which need not
 	// exist yet). name is valid.
-	Bind(tok Token, name string) Handle[K, C, D]
+	Bind(tok Token, name string) Handle[K, C]
 }
 
 // Handle is one name's limiter in a store, bound.
-type Handle[K, C, D any] interface {
-	// Acquire is Store.Acquire on the bound name (key.Name is it).
-	// Arguments go by value: through an interface, pointers to the
-	// caller's variables would move them to the heap.
-	Acquire(ctx context.Context, key K, known C, n int64, maxWait time.Duration) (D, error)
+type Handle[K, C any] interface {
+	// Acquire is Store.Acquire on the bound name (key.Name is it). known
+	// is not written.
+	Acquire(ctx context.Context, key K, known *C, n int64, maxWait time.Duration) (Answer[C], error)
+}
+
+// Answer is Store.Acquire's Decision in short: instants and durations in
+// µs (since the Unix epoch), the stored config by pointer (the store's
+// own copy, never written), no Cached (a bound store has no cache).
+type Answer[C any] struct {
+	Granted, Full bool
+	Remaining     int64
+	// Wait, At and Now are µs; At is zero when refused.
+	Wait, At, Now int64
+	Config        *C
 }

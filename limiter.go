@@ -98,9 +98,17 @@ type held struct {
 	free   *heldSlot
 	unused []heldSlot
 	made   int
+	// inline are the record's first slots, made with the Limiter: one
+	// used seldom (one key among many), whose grants stop holding before
+	// a third comes, never allocates.
+	inline [heldInline]heldSlot
 }
 
-// minHeldChunk is the fewest slots a record makes at once after its first.
+// heldInline is how many slots a record has without allocating.
+const heldInline = 2
+
+// minHeldChunk is the fewest slots a record makes at once, past its inline
+// ones.
 const minHeldChunk = 8
 
 // heldSlot counts the permits of grants made in [start, end) (store time,
@@ -245,15 +253,15 @@ func (h *held) addSlot(cfg *Config, ms, n int64, now time.Time) {
 	h.cur.Store(s)
 }
 
-// grow makes slots, in one allocation: one at first (a Limiter made for
-// one call), then as many as made before, at least minHeldChunk: a record
-// that grows to k slots allocates about log2(k) times in all. h.mu is
-// held.
+// grow makes slots: the inline ones first, then in chunks of as many as
+// made before, at least minHeldChunk, one allocation each: a record that
+// grows to k slots allocates about log2(k) times in all. h.mu is held.
 func (h *held) grow() {
-	size := 1
-	if h.made > 0 {
-		size = max(minHeldChunk, h.made)
+	if h.made == 0 {
+		h.unused, h.made = h.inline[:], heldInline
+		return
 	}
+	size := max(minHeldChunk, h.made)
 	h.unused = make([]heldSlot, size)
 	h.made += size
 }
@@ -353,7 +361,9 @@ func (h *held) putBack(tk taken, released int64) {
 func (h *held) reset() {
 	h.mu.Lock()
 	h.oldest, h.newest, h.count = nil, nil, 0
-	h.free, h.unused, h.made = nil, nil, 0
+	// made stays: the inline slots are not made again, as a Release in
+	// flight may still put permits back in them.
+	h.free, h.unused = nil, nil
 	h.cur.Store(nil)
 	h.mu.Unlock()
 }

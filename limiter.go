@@ -536,7 +536,11 @@ func New(store Store, name string, opts ...Option) (*Limiter, error) {
 		l.client = newClientID()
 	}
 	if b, ok := store.(direct.Binder[Key, Config]); ok {
-		l.bound = b.Bind(direct.Token{}, name)
+		// Not a type that embeds the store, whose own Acquire would be
+		// skipped.
+		if h := b.Bind(direct.Token{}, name); h.Owner() == any(store) {
+			l.bound = h
+		}
 	}
 	if l.override {
 		if l.wanted.Load() == nil {

@@ -77,3 +77,34 @@ func TestBoundLimiter(t *testing.T) {
 		t.Fatalf("config after the eviction: %v, %v", c, err)
 	}
 }
+
+// counting embeds the store and counts its Acquire calls: a Limiter on it
+// must go through that Acquire, though the embedded store's Bind shows.
+type counting struct {
+	*Store
+	calls int
+}
+
+func (c *counting) Acquire(ctx context.Context, key redlimit.Key, known redlimit.Config, n int64, maxWait time.Duration) (redlimit.Decision, error) {
+	c.calls++
+	return c.Store.Acquire(ctx, key, known, n, maxWait)
+}
+
+// TestEmbeddingStoreNotBound: a store type embedding the memory store is
+// not bound past: its own Acquire answers.
+func TestEmbeddingStoreNotBound(t *testing.T) {
+	ctx := context.Background()
+	c := &counting{Store: New()}
+	l, err := redlimit.New(c, "wrapped", redlimit.WithConfig(redlimit.PerSecond(10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := l.TryAcquire(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.calls != 3 {
+		t.Fatalf("the wrapper's Acquire ran %d times for 3 calls; want 3", c.calls)
+	}
+}

@@ -634,6 +634,9 @@ func (s *Store) Bind(_ direct.Token, name string) direct.Handle[redlimit.Key, re
 	return &handle{s: s, sh: s.shard(name), name: name}
 }
 
+// Owner implements direct.Handle.
+func (h *handle) Owner() any { return h.s }
+
 // Acquire implements direct.Handle.
 func (h *handle) Acquire(ctx context.Context, key redlimit.Key, known *redlimit.Config, n int64, maxWait time.Duration) (out answer, err error) {
 	err = h.s.acquire(ctx, key, known, n, maxWait, &out, h)

@@ -24,6 +24,10 @@ type Binder[K, C any] interface {
 
 // Handle is one name's limiter in a store, bound.
 type Handle[K, C any] interface {
+	// Owner is the store the handle belongs to. A type that embeds that
+	// store (and may override its Acquire) has its Bind method too: the
+	// caller binds only when Owner is the very store it was given.
+	Owner() any
 	// Acquire is Store.Acquire on the bound name (key.Name is it). known
 	// is not written.
 	Acquire(ctx context.Context, key K, known *C, n int64, maxWait time.Duration) (Answer[C], error)

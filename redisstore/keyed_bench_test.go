@@ -58,28 +58,8 @@ func BenchmarkKeyed(b *testing.B) {
 				if _, err := p.Key(keys[0]).TryAcquire(ctx, 1); err != nil {
 					b.Fatal(err)
 				}
-				var next atomic.Int64
 				cpu0, fcalls0 := redisCPU(b, rdb), redisCalls(b, rdb, "fcall")
-				b.ReportAllocs()
-				b.ResetTimer()
-				var wg sync.WaitGroup
-				var left atomic.Int64
-				left.Store(int64(b.N))
-				for range callers {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for left.Add(-1) >= 0 {
-							k := keys[next.Add(7919)%keyedBenchKeys]
-							if r, err := p.Key(k).TryAcquire(ctx, 1); err != nil || !r.Allowed {
-								b.Error(r, err)
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
-				b.StopTimer()
+				driveKeyed(ctx, b, p, keys, callers)
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 				b.ReportMetric((redisCPU(b, rdb)-cpu0)/float64(b.N)*1e6, "redis-µs/decision")
 				b.ReportMetric(float64(redisCalls(b, rdb, "fcall")-fcalls0)/float64(b.N), "fcalls/decision")
@@ -98,4 +78,28 @@ func redisCalls(b *testing.B, rdb *redis.Client, cmd string) int64 {
 		}
 	}
 	return 0
+}
+
+// driveKeyed makes b.N always-granted keyed calls on p from callers
+// goroutines, each taking the next of keys in a stride, between
+// b.ResetTimer and b.StopTimer.
+func driveKeyed(ctx context.Context, b *testing.B, p *redlimit.Policy, keys []string, callers int) {
+	var next, left atomic.Int64
+	left.Store(int64(b.N))
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				k := keys[next.Add(7919)%int64(len(keys))]
+				if r, err := p.Key(k).TryAcquire(ctx, 1); err != nil || !r.Allowed {
+					b.Error(r, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
 }

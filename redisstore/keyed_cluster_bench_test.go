@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,27 +53,7 @@ func BenchmarkKeyedCluster(b *testing.B) {
 				}
 			}
 			before, st0 := clusterCounters(b, rdb), s.Stats()
-			var next atomic.Int64
-			b.ReportAllocs()
-			b.ResetTimer()
-			var wg sync.WaitGroup
-			var left atomic.Int64
-			left.Store(int64(b.N))
-			for range callers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for left.Add(-1) >= 0 {
-						k := keys[next.Add(7919)%keyedBenchKeys]
-						if r, err := p.Key(k).TryAcquire(ctx, 1); err != nil || !r.Allowed {
-							b.Error(r, err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			b.StopTimer()
+			driveKeyed(ctx, b, p, keys, callers)
 			after, st := clusterCounters(b, rdb), s.Stats()
 			n := float64(b.N)
 			b.ReportMetric(n/b.Elapsed().Seconds(), "decisions/s")

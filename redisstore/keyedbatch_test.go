@@ -142,17 +142,7 @@ func TestKeyedCallsShareRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Calls until the policy is cached for good: read after the
-	// subscription to its channel was made (which empties the cache,
-	// counted in gen) and nothing publishes after that.
-	for cached := false; !cached; {
-		if _, err := p.Key("warm").TryAcquire(ctx, 1); err != nil {
-			t.Fatal(err)
-		}
-		s.pol.mu.Lock()
-		cached = s.pol.gen >= 1 && s.pol.m["shared"] != nil
-		s.pol.mu.Unlock()
-	}
+	warmPolicy(ctx, t, s, p, "shared", "warm")
 	stateKey := func(key string) string {
 		return policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: "shared", Key: key}, 1)[0]
 	}
@@ -310,5 +300,24 @@ func TestKeyedBatchingCluster(t *testing.T) {
 	}
 	if st := s.Stats(); st.KeyRunCalls != int64(len(keys)*each) {
 		t.Errorf("KeyRunCalls %d; want %d", st.KeyRunCalls, len(keys)*each)
+	}
+}
+
+// warmPolicy calls p on each of keys (on a Cluster: one per primary, so
+// that each has the library) until the store holds the policy name in its
+// cache for good: read after the subscription to its channel was made
+// (which empties the cache, counted in gen) and nothing publishes after
+// that.
+func warmPolicy(ctx context.Context, t *testing.T, s *Store, p *redlimit.Policy, name string, keys ...string) {
+	t.Helper()
+	for cached := false; !cached; {
+		for _, k := range keys {
+			if _, err := p.Key(k).TryAcquire(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.pol.mu.Lock()
+		cached = s.pol.gen >= 1 && s.pol.m[name] != nil
+		s.pol.mu.Unlock()
 	}
 }

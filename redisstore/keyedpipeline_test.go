@@ -144,14 +144,7 @@ func TestKeyedClusterCallsShareRoundTrips(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for cached := false; !cached; {
-		if _, err := p.Key("warm").TryAcquire(ctx, 1); err != nil {
-			t.Fatal(err)
-		}
-		s.pol.mu.Lock()
-		cached = s.pol.gen >= 1 && s.pol.m["trips"] != nil
-		s.pol.mu.Unlock()
-	}
+	warmPolicy(ctx, t, s, p, "trips", "warm")
 
 	// Every primary stopped: on each, maxInFlight calls go at once and
 	// stall (each primary's keys have a batcher of their own), the others
@@ -431,16 +424,11 @@ func TestKeyedClusterStalledPrimary(t *testing.T) {
 		}
 		byNode[m.Options().Addr] = append(byNode[m.Options().Addr], k)
 	}
-	for cached := false; !cached; { // the library on every primary, the policy cached
-		for _, ks := range byNode {
-			if _, err := p.Key(ks[0]).TryAcquire(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
-		}
-		s.pol.mu.Lock()
-		cached = s.pol.gen >= 1 && s.pol.m["stall"] != nil
-		s.pol.mu.Unlock()
+	var firsts []string // the library on every primary
+	for _, ks := range byNode {
+		firsts = append(firsts, ks[0])
 	}
+	warmPolicy(ctx, t, s, p, "stall", firsts...)
 	stalled := cluster.Nodes[0]
 	stalled.Pause()
 	resumed := false

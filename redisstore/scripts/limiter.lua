@@ -62,6 +62,17 @@ end
 -- again). It is emptied when it holds 256. It holds no limiter's state.
 local parsed, parsedCount = {}, 0
 
+-- parsed_config is parse(cfg), through parsed.
+local function parsed_config(cfg)
+  local p = parsed[cfg]
+  if p == nil then
+    p = parse(cfg)
+    if parsedCount == 256 then parsed, parsedCount = {}, 0 end
+    parsed[cfg], parsedCount = p, parsedCount + 1
+  end
+  return p
+end
+
 -- ctx is the context (prelude.lua) of the limiter being served and
 -- numbers the numbers of its state string (decode_state): one table each,
 -- which load fills anew for every limiter (each field of the context is
@@ -90,12 +101,7 @@ local function load(keys, argv, start, k, a, got)
   elseif cfg ~= argv[a] then
     flag = 1
   end
-  local p = parsed[cfg]
-  if p == nil then
-    p = parse(cfg)
-    if parsedCount == 256 then parsed, parsedCount = {}, 0 end
-    parsed[cfg], parsedCount = p, parsedCount + 1
-  end
+  local p = parsed_config(cfg)
   if not p then return -3 end
   local impl = p.impl
   local unit = impl.unit
@@ -191,6 +197,56 @@ local function serve(keys, argv, start, injected, out, k, a, calls, head, got)
   out[head] = now * unit
 end
 
+-- window_grant is a fixed window's acquire of n at now (fixedwindow.lua)
+-- on a state of one window starting at ws (nil: none) holding q, with no
+-- reservation, expiring at expiry (0: none): nil when the acquire would
+-- reserve (the general path answers); false, the permits left and the
+-- wait when refused; true, the window's count and start after the grant
+-- and the state's new expiry when granted.
+local function window_grant(now, rate, interval, n, ws, q, expiry, maxWait)
+  local w = now - now % interval
+  if not (ws and ws >= w) then ws, q = w, 0 end
+  if q + n > rate then
+    local at = w + interval
+    if expiry > now and at > expiry then at = expiry end
+    local wait = at - now
+    if maxWait < 0 or wait <= maxWait then return nil end
+    return false, later(rate - q, 0), wait
+  end
+  q = q + n
+  return true, q, ws, ws - ws % interval + interval
+end
+
+-- bucket_grant is a token bucket's (leaky: a leaky bucket's) acquire of n
+-- at now (tokenbucket.lua, leakybucket.lua) on a deficit owed as of l,
+-- with no queue: nil when the acquire would reserve (the general path
+-- answers); false, whether a leaky bucket's queue is full, the permits
+-- left and the wait when refused; true, the permits left and the deficit
+-- after the grant when granted.
+local function bucket_grant(leaky, now, rate, interval, burst, capacity, n, owed, l, maxWait)
+  if now - l > 0 and owed > 0 then -- deficit_drain
+    if now - l >= ceildiv(owed, rate) then owed = 0 else owed = owed - (now - l) * rate end
+  end
+  local after, left = owed + n * interval, 0
+  if leaky then
+    -- The work ahead makes it wait; no room: full.
+    local wait, limit = ceildiv(owed, rate), (capacity - n) * interval
+    local full = owed > limit and ceildiv(owed - limit, rate) > 0
+    if full or (maxWait >= 0 and wait > maxWait) then
+      if owed <= 0 then left = later(floor((capacity * interval - owed) / interval), 0) end
+      return false, full, left, wait
+    end
+    if wait > 0 then return nil end
+  else
+    local limit, wait = burst * interval, 0
+    if after > limit then wait = ceildiv(after - limit, rate) end
+    if maxWait >= 0 and wait > maxWait then return false, false, later(floor((limit - owed) / interval), 0), wait end
+    if wait > 0 then return nil end
+    left = later(floor((limit - after) / interval), 0)
+  end
+  return true, left, after
+end
+
 -- counter_grant is a sliding counter's acquire of n at now (slidingcounter.lua)
 -- on a state of at most two windows (s1, p1 and s2, p2, oldest first;
 -- nil: none) and its tail, when it is granted at once: true, the
@@ -251,12 +307,7 @@ local function serve_fast(keys, argv, start, k, a, out, head)
   local got = redis.call('HMGET', key, 'c', 's', 't')
   local cfg, st = got[1], got[2]
   if not cfg or cfg ~= argv[a] then return false, got end
-  local p = parsed[cfg]
-  if p == nil then
-    p = parse(cfg)
-    if parsedCount == 256 then parsed, parsedCount = {}, 0 end
-    parsed[cfg], parsedCount = p, parsedCount + 1
-  end
+  local p = parsed_config(cfg)
   local n, maxWait = tonumber(argv[a + 3]), tonumber(argv[a + 4])
   if not p or p.mode ~= 'overall' or not n or not maxWait or n < 1 or n > p.most then return false, got end
   if not fixedAlgorithm then
@@ -275,18 +326,13 @@ local function serve_fast(keys, argv, start, k, a, out, head)
       if now >= expiry then ws = nil end -- past its expiry: empty
       if ws and ws > now then return false, got end -- a reservation
     end
-    local w = now - now % interval
-    if not (ws and ws >= w) then ws, q = w, 0 end
-    if q + n > rate then
-      local at = w + interval
-      if expiry > now and at > expiry then at = expiry end
-      local wait = at - now
-      if maxWait < 0 or wait <= maxWait then return false, got end -- a reservation
-      out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, 0, later(rate - q, 0), wait
+    local ok, a1, a2, e = window_grant(now, rate, interval, n, ws, q, expiry, maxWait)
+    if ok == nil then return false, got end -- a reservation
+    if not ok then
+      out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, 0, a1, a2
       return true
     end
-    q = q + n
-    local e = ws - ws % interval + interval
+    q, ws = a1, a2
     redis.call('HSET', key, 's', fmt('u %d %d %d %d', now, e - now, ws - now, q))
     out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, 1, rate - q, 0
     return true
@@ -326,30 +372,13 @@ local function serve_fast(keys, argv, start, k, a, out, head)
       l, owed = tonumber(L), tonumber(o)
       if l > now then now = l end
     end
-    if now - l > 0 and owed > 0 then -- deficit_drain
-      if now - l >= ceildiv(owed, rate) then owed = 0 else owed = owed - (now - l) * rate end
+    local ok, a1, a2, a3 = bucket_grant(p.impl == leakyAlgorithm, now, rate, interval, burst, p.capacity, n, owed, l, maxWait)
+    if ok == nil then return false, got end -- a reservation
+    if not ok then -- a1: full (2)
+      out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, a1 and 2 or 0, a2, a3
+      return true
     end
-    local after, left = owed + n * interval, 0
-    if p.impl == leakyAlgorithm then
-      -- leakybucket.lua: the work ahead makes it wait; no room: full (2).
-      local wait, limit = ceildiv(owed, rate), (p.capacity - n) * interval
-      local full = owed > limit and ceildiv(owed - limit, rate) > 0
-      if full or (maxWait >= 0 and wait > maxWait) then
-        if owed <= 0 then left = later(floor((p.capacity * interval - owed) / interval), 0) end
-        out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, full and 2 or 0, left, wait
-        return true
-      end
-      if wait > 0 then return false, got end -- a reservation
-    else
-      local limit, wait = burst * interval, 0
-      if after > limit then wait = ceildiv(after - limit, rate) end
-      if maxWait >= 0 and wait > maxWait then
-        out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, 0, later(floor((limit - owed) / interval), 0), wait
-        return true
-      end
-      if wait > 0 then return false, got end -- a reservation
-      left = later(floor((limit - after) / interval), 0)
-    end
+    local left, after = a1, a2
     redis.call('HSET', key, 's', fmt('u %d %d %d %d %d %d', now, ceildiv(after, rate), after, interval, rate, burst))
     out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, 1, left, 0
     return true

@@ -160,19 +160,14 @@ local function policy_fast(key, raw, start, injected, res, p, n, maxWait, epoch,
       if now >= expiry then ws = nil end -- past its expiry: empty
       if ws and ws > now then return false end -- a reservation
     end
-    local w = now - now % interval
-    if not (ws and ws >= w) then ws, q = w, 0 end
-    if q + n > rate then
-      local at = w + interval
-      if expiry > now and at > expiry then at = expiry end
-      local wait = at - now
-      if maxWait < 0 or wait <= maxWait then return false end -- a reservation
-      res[3], res[4], res[5], res[6] = 0, 0, 1, wait
-      res[7], res[8], res[9] = later(rate - q, 0), later(expiry - start, 0), wait
+    local ok, a1, a2, a3 = window_grant(now, rate, interval, n, ws, q, expiry, maxWait)
+    if ok == nil then return false end -- a reservation
+    if not ok then -- a1 permits left, a2 the wait
+      res[3], res[4], res[5], res[6] = 0, 0, 1, a2
+      res[7], res[8], res[9] = a1, later(expiry - start, 0), a2
       return true
     end
-    q = q + n
-    e = ws - ws % interval + interval
+    q, ws, e = a1, a2, a3
     res[3], res[4], res[5], res[6] = 1, 0, 0, 0
     res[7], res[8], res[9] = rate - q, later(e - start, 0), 0
     policyBuf[1] = 102 -- 'f'
@@ -232,32 +227,14 @@ local function policy_fast(key, raw, start, injected, res, p, n, maxWait, epoch,
       expiry = l + ceildiv(owed, rate)
       if l > now then now = l end
     end
-    if now - l > 0 and owed > 0 then -- deficit_drain
-      if now - l >= ceildiv(owed, rate) then owed = 0 else owed = owed - (now - l) * rate end
+    local ok, a1, a2, a3 = bucket_grant(leaky, now, rate, interval, burst, p.capacity, n, owed, l, maxWait)
+    if ok == nil then return false end -- a reservation
+    if not ok then -- a1 full (a leaky bucket), a2 permits left, a3 the wait
+      res[3], res[4], res[5], res[6] = 0, (a1 and maxWait ~= 0) and 1 or 0, 1, a3
+      res[7], res[8], res[9] = a2, later(expiry - start, 0), a3
+      return true
     end
-    local after, left = owed + n * interval, 0
-    if leaky then
-      -- leakybucket.lua: the work ahead makes it wait; no room: full.
-      local wait, limit = ceildiv(owed, rate), (p.capacity - n) * interval
-      local full = owed > limit and ceildiv(owed - limit, rate) > 0
-      if full or (maxWait >= 0 and wait > maxWait) then
-        if owed <= 0 then left = later(floor((p.capacity * interval - owed) / interval), 0) end
-        res[3], res[4], res[5], res[6] = 0, (full and maxWait ~= 0) and 1 or 0, 1, wait
-        res[7], res[8], res[9] = left, later(expiry - start, 0), wait
-        return true
-      end
-      if wait > 0 then return false end -- a reservation
-    else
-      local limit, wait = burst * interval, 0
-      if after > limit then wait = ceildiv(after - limit, rate) end
-      if maxWait >= 0 and wait > maxWait then
-        res[3], res[4], res[5], res[6] = 0, 0, 1, wait
-        res[7], res[8], res[9] = later(floor((limit - owed) / interval), 0), later(expiry - start, 0), wait
-        return true
-      end
-      if wait > 0 then return false end -- a reservation
-      left = later(floor((limit - after) / interval), 0)
-    end
+    local left, after = a1, a2
     e = now + ceildiv(after, rate)
     res[3], res[4], res[5], res[6] = 1, 0, 0, 0
     res[7], res[8], res[9] = left, later(e - start, 0), 0
@@ -294,12 +271,7 @@ local function policy_serve(keys, argv, start, injected, res)
   local raw = redis.call('GET', keys[1])
   if L == 1 and op == 'acquire' and n and arg then
     local text = argv[10]
-    local p = parsed[text]
-    if p == nil then
-      p = parse(text)
-      if parsedCount == 256 then parsed, parsedCount = {}, 0 end
-      parsed[text], parsedCount = p, parsedCount + 1
-    end
+    local p = parsed_config(text)
     if not fixedImpl then
       fixedImpl, bucketImpl, leakyImpl = algorithms['fixed-window'], algorithms['token-bucket'], algorithms['leaky-bucket']
       counterImpl = algorithms['sliding-counter']
@@ -330,12 +302,7 @@ local function policy_serve(keys, argv, start, injected, res)
   local cs = {}
   for i = 1, L do
     local text = argv[9 + i]
-    local p = parsed[text]
-    if p == nil then
-      p = parse(text)
-      if parsedCount == 256 then parsed, parsedCount = {}, 0 end
-      parsed[text], parsedCount = p, parsedCount + 1
-    end
+    local p = parsed_config(text)
     if not p then error('unreadable limit') end
     local impl = p.impl
     local unit = impl.unit

@@ -198,12 +198,7 @@ func TestKeyedCallsShareRuns(t *testing.T) {
 		srv.Resume()
 		rs := <-done
 		after := s.Stats()
-		granted := 0
-		for _, r := range rs {
-			if r.Allowed {
-				granted++
-			}
-		}
+		granted := grantedCount(rs)
 		if granted != 5 {
 			t.Errorf("%d of 12 calls granted by a limit of 5", granted)
 		}
@@ -227,12 +222,7 @@ func TestKeyedCallsShareRuns(t *testing.T) {
 		srv.Resume()
 		rs := <-done
 		after := s.Stats()
-		granted := 0
-		for _, r := range rs {
-			if r.Allowed {
-				granted++
-			}
-		}
+		granted := grantedCount(rs)
 		if granted != 2*len(keys) {
 			t.Errorf("%d of %d calls granted (two per key, limit 5)", granted, 2*len(keys))
 		}
@@ -320,4 +310,15 @@ func warmPolicy(ctx context.Context, t *testing.T, s *Store, p *redlimit.Policy,
 		cached = s.pol.gen >= 1 && s.pol.m[name] != nil
 		s.pol.mu.Unlock()
 	}
+}
+
+// grantedCount is how many of rs were granted.
+func grantedCount(rs []redlimit.Result) int {
+	n := 0
+	for _, r := range rs {
+		if r.Allowed {
+			n++
+		}
+	}
+	return n
 }

@@ -49,6 +49,12 @@ type Config struct {
 	// MaxRequestBytes bounds one request, gRPC message or HTTP body;
 	// default 64 KiB.
 	MaxRequestBytes int
+	// GRPCWorkers is how many goroutines answer gRPC calls, each kept
+	// with the stack a decision grew, so that a call neither starts a
+	// goroutine nor grows its stack; calls beyond them in flight get a
+	// goroutine each, as without workers. Default DefaultGRPCWorkers;
+	// negative: none.
+	GRPCWorkers int
 	// ResponseHeaders adds RateLimit-Policy, RateLimit and (when over the
 	// limit) Retry-After headers to gRPC answers, for Envoy to pass on
 	// to the client, from the descriptor with the least remaining.
@@ -122,6 +128,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxRequestBytes <= 0 {
 		c.MaxRequestBytes = 64 << 10
+	}
+	if c.GRPCWorkers == 0 {
+		c.GRPCWorkers = DefaultGRPCWorkers
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

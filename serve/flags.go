@@ -16,6 +16,11 @@ const EnvPrefix = "REDLIMIT_"
 // DefaultGCPercent is --gc-percent's default (Config.GCPercent).
 const DefaultGCPercent = 400
 
+// DefaultGRPCWorkers is --grpc-workers' default (Config.GRPCWorkers):
+// the calls in flight of a busy instance (64 Envoy workers, each
+// waiting on Redis).
+const DefaultGRPCWorkers = 64
+
 // RegisterFlags defines on fs a flag for every setting of c a command
 // line can give, bound to c and with c's defaults, so that every command
 // serving redlimit offers the same flags with the same help. Fields
@@ -27,6 +32,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HTTPAddr, "http", "127.0.0.1:8080", "`address` of the HTTP API (POST /json, /healthz, /readyz, /rules); - turns it off")
 	fs.BoolVar(&c.Decide.AllOrNothing, "all-or-nothing", false, "hand back the other descriptors' charges when a request is over a limit")
 	fs.BoolVar(&c.Decide.FailOpen, "fail-open", false, "answer OK when the store is unavailable (default: an error, Envoy's failure_mode_deny decides)")
+	fs.IntVar(&c.GRPCWorkers, "grpc-workers", DefaultGRPCWorkers, "goroutines kept to answer gRPC calls, saving each call a new goroutine and its stack growth (more calls in flight get a goroutine each); -1: none")
 	fs.BoolVar(&c.ResponseHeaders, "response-headers", false, "add RateLimit-Policy, RateLimit and Retry-After headers to Envoy's answers")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", 64<<10, "largest gRPC message or HTTP body accepted, in `bytes`")
 	fs.IntVar(&c.Decide.MaxDescriptors, "max-descriptors", 64, "most descriptors in one request")

@@ -50,62 +50,35 @@ func growStack(i int) byte {
 
 // shouldRateLimit answers one envoy request, for gRPC and HTTP alike.
 func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	descs := req.GetDescriptors()
-	dr := decide.Request{Domain: req.GetDomain(), Hits: req.GetHitsAddend()}
-	// One descriptor of a few entries, as most requests are, is made on
-	// the stack: the decision keeps none of it.
-	var one [1]decide.Descriptor
-	var oneEntries [4]rules.Entry
-	if len(descs) == 1 && len(descs[0].GetEntries()) <= len(oneEntries) {
-		es := descs[0].GetEntries()
-		for j, e := range es {
-			oneEntries[j] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
-		}
-		var err error
-		if one[0], err = descriptorOf(0, descs[0], oneEntries[:len(es)]); err != nil {
-			return nil, err
-		}
-		dr.Descriptors = one[:]
-	} else {
-		dr.Descriptors = make([]decide.Descriptor, len(descs))
-		for i, d := range descs {
-			entries := make([]rules.Entry, len(d.GetEntries()))
-			for j, e := range d.GetEntries() {
-				entries[j] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
-			}
-			var err error
-			if dr.Descriptors[i], err = descriptorOf(i, d, entries); err != nil {
-				return nil, err
-			}
-		}
+	w := wirePool.Get().(*wireRequest)
+	defer w.release()
+	if err := w.fromProto(req); err != nil {
+		return nil, err
 	}
+	return s.decideRequest(ctx, w.request())
+}
+
+// decideRequest decides dr and answers it as envoy's response.
+func (s *Server) decideRequest(ctx context.Context, dr decide.Request) (*rlsv3.RateLimitResponse, error) {
 	r, err := s.dec.Decide(ctx, dr)
-	s.countRequest(req.GetDomain(), r.Overall, err)
+	s.countRequest(dr.Domain, r.Overall, err)
 	if err != nil {
 		return nil, err
 	}
 	return s.response(&r), nil
 }
 
-// descriptorOf is envoy's i-th descriptor d, with its entries.
-func descriptorOf(i int, d *ratelimitv3.RateLimitDescriptor, entries []rules.Entry) (decide.Descriptor, error) {
-	dd := decide.Descriptor{Entries: entries}
-	if o := d.GetLimit(); o != nil {
-		u := overrideUnit(o.GetUnit())
-		if u == 0 {
-			return dd, &decide.RequestError{Reason: fmt.Sprintf("descriptor %d: the limit override's unit %v is unknown", i, o.GetUnit())}
-		}
-		mult := int64(1)
-		if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
-			mult = int64(m.GetValue())
-		}
-		dd.Override = &decide.Override{RequestsPerUnit: int64(o.GetRequestsPerUnit()), Interval: u * time.Duration(mult)}
+// overrideOf is the limit override o of envoy's i-th descriptor.
+func overrideOf(i int, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) (decide.Override, error) {
+	u := overrideUnit(o.GetUnit())
+	if u == 0 {
+		return decide.Override{}, &decide.RequestError{Reason: fmt.Sprintf("descriptor %d: the limit override's unit %v is unknown", i, o.GetUnit())}
 	}
-	if h := d.GetHitsAddend(); h != nil {
-		v := h.GetValue()
-		dd.Hits = &v
+	mult := int64(1)
+	if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
+		mult = int64(m.GetValue())
 	}
-	return dd, nil
+	return decide.Override{RequestsPerUnit: int64(o.GetRequestsPerUnit()), Interval: u * time.Duration(mult)}, nil
 }
 
 // answer is a response to one descriptor, made in one allocation.

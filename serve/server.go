@@ -199,7 +199,7 @@ func (s *Server) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 	var hc *health.Server
 	if grpcLis != nil {
 		gs = grpc.NewServer(s.grpcOptions()...)
-		rlsv3.RegisterRateLimitServiceServer(gs, rls{s: s})
+		gs.RegisterService(&rlsServiceDesc, rls{s: s})
 		// gRPC's standard health service, for Kubernetes' and Envoy's
 		// gRPC health checks: SERVING while rules are in force.
 		hc = health.NewServer()

@@ -93,7 +93,10 @@ func (c *certFiles) config() *tls.Config {
 // grpcOptions are the gRPC server's options: its bounds, and TLS when
 // configured.
 func (s *Server) grpcOptions() []grpc.ServerOption {
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes)}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes), grpc.ForceServerCodecV2(newCodec())}
+	if s.cfg.GRPCWorkers > 0 {
+		opts = append(opts, grpc.NumStreamWorkers(uint32(s.cfg.GRPCWorkers)))
+	}
 	if s.certs != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.certs.config())))
 	}

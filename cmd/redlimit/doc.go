@@ -390,6 +390,8 @@
 //	    	the Go garbage collector's target percent (GOGC) while serving: higher spends memory to save CPU per decision; 0 keeps the runtime's; $GOGC, when set, wins (default 400)
 //	  -grpc address
 //	    	address of Envoy's rate-limit service (gRPC); - turns it off (default "127.0.0.1:8081")
+//	  -grpc-workers int
+//	    	goroutines kept to answer gRPC calls, saving each call a new goroutine and its stack growth (more calls in flight get a goroutine each); -1: none (default 64)
 //	  -heartbeat-ttl duration
 //	    	how long an instance stays in the registry of the instances sharing its Redis (GET /v1/instances) after its last heartbeat; it beats every third of it (default 15s)
 //	  -http address

@@ -312,23 +312,22 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	}
 	// UseCachedSize: the size was just computed, and m stays unchanged.
 	opts := proto.MarshalOptions{UseCachedSize: true}
-	if opts.Size(m) > len(reply{}.buf) {
-		return c.CodecV2.Marshal(v)
+	size := opts.Size(m)
+	if !mem.IsBelowBufferPoolingThreshold(size) {
+		return c.CodecV2.Marshal(v) // into a pooled buffer
 	}
-	r := new(reply)
-	out, err := opts.MarshalAppend(r.buf[:0], m)
+	out, err := opts.MarshalAppend(make([]byte, 0, size), m)
 	if err != nil {
 		return nil, err
 	}
-	r.data = out
+	r := &reply{data: out}
 	r.slice[0] = &r.data
 	return r.slice[:], nil
 }
 
-// reply is a small marshaled message as gRPC sends it, in one
-// allocation (gRPC's codec makes three; it pools no buffer that small).
+// reply is a small marshaled message as gRPC sends it, its slice of one
+// buffer in one allocation (gRPC's codec makes two, besides the bytes).
 type reply struct {
 	data  mem.SliceBuffer
 	slice [1]mem.Buffer
-	buf   [256]byte
 }

@@ -8,6 +8,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -167,4 +168,68 @@ func TestWireRequestPooledReuse(t *testing.T) {
 		}
 		w.reset()
 	}
+}
+
+// BenchmarkDecodeRequest is a one-descriptor request as the gRPC
+// handler decodes it (wire), and as gRPC's proto codec did (proto).
+func BenchmarkDecodeRequest(b *testing.B) {
+	b.Run("wire", func(b *testing.B) {
+		data := mem.BufferSlice{mem.SliceBuffer(marshalled(b, wireCases[0].req))}
+		c := newCodec()
+		b.ReportAllocs()
+		for b.Loop() {
+			w := wirePool.Get().(*wireRequest)
+			if err := c.Unmarshal(data, w); err != nil {
+				b.Fatal(err)
+			}
+			_ = w.request()
+			w.release()
+		}
+	})
+	b.Run("proto", func(b *testing.B) {
+		data := mem.BufferSlice{mem.SliceBuffer(marshalled(b, wireCases[0].req))}
+		c := newCodec()
+		b.ReportAllocs()
+		for b.Loop() {
+			var req rlsv3.RateLimitRequest
+			if err := c.Unmarshal(data, &req); err != nil {
+				b.Fatal(err)
+			}
+			w := wirePool.Get().(*wireRequest)
+			if err := w.fromProto(&req); err != nil {
+				b.Fatal(err)
+			}
+			_ = w.request()
+			w.release()
+		}
+	})
+}
+
+// BenchmarkMarshalResponse is a one-status response as gRPC sends it
+// (serve's codec, and gRPC's proto codec).
+func BenchmarkMarshalResponse(b *testing.B) {
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{{
+		Code: rlsv3.RateLimitResponse_OK, LimitRemaining: 99,
+		CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{Name: "per-client", RequestsPerUnit: 100, Unit: rlsv3.RateLimitResponse_RateLimit_SECOND},
+	}}}
+	for name, c := range map[string]encoding.CodecV2{"serve": newCodec(), "grpc": encoding.GetCodecV2("proto")} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				data, err := c.Marshal(resp)
+				if err != nil {
+					b.Fatal(err)
+				}
+				data.Free()
+			}
+		})
+	}
+}
+
+func marshalled(b *testing.B, m proto.Message) []byte {
+	out, err := proto.Marshal(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
 }

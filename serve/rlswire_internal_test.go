@@ -1,13 +1,17 @@
 package serve
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -232,4 +236,39 @@ func marshalled(b *testing.B, m proto.Message) []byte {
 		b.Fatal(err)
 	}
 	return out
+}
+
+func TestHandlerGivesInterceptorsEnvoysRequest(t *testing.T) {
+	s, err := New(context.Background(), Config{Rules: "testdata/edge.yaml", NoTraffic: true, NoMetrics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan any, 1)
+	gs := grpc.NewServer(grpc.ForceServerCodecV2(newCodec()), grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		seen <- req
+		return h(ctx, req)
+	}))
+	gs.RegisterService(&rlsServiceDesc, rls{s: s})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- gs.Serve(lis) }()
+	defer func() { gs.Stop(); <-served }()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	resp, err := rlsv3.NewRateLimitServiceClient(cc).ShouldRateLimit(context.Background(), wireCases[0].req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetOverallCode() != rlsv3.RateLimitResponse_OK || resp.GetStatuses()[0].GetLimitRemaining() != 2 {
+		t.Errorf("answer %v, want OK with 2 remaining", resp)
+	}
+	if req, ok := (<-seen).(*rlsv3.RateLimitRequest); !ok || req.GetDomain() != "edge" {
+		t.Errorf("the interceptor saw %#v, want envoy's request", req)
+	}
 }

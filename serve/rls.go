@@ -38,8 +38,9 @@ func (g rls) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (
 }
 
 // growStack grows the calling goroutine's stack, at once and while it is
-// shallow, to what a decision needs. gRPC answers each call on a new
-// goroutine, whose small stack would else grow (copied, each frame
+// shallow, to what a decision needs. A call beyond the gRPC workers
+// (Config.GRPCWorkers), or on a worker whose stack the collector shrank,
+// runs on a small stack that would else grow (copied, each frame
 // adjusted) more than once deep in the store's call.
 //
 //go:noinline

@@ -20,8 +20,8 @@ import (
 
 // Envoy's requests are read straight from the wire into a pooled
 // wireRequest (protowire, no reflection, one string for the message's
-// strings) instead of a RateLimitRequest of several messages: a
-// request's decode was a fifth of its allocations. What the fast path
+// strings) instead of a RateLimitRequest of several messages, each
+// allocated, and their slices and strings. What the fast path
 // does not read (limit overrides, is_negative_hits, repeated singular
 // fields, unknown fields, bad UTF-8) falls back to proto.Unmarshal, so
 // the answer, or the error, is the generated code's.
@@ -68,8 +68,8 @@ var wirePool = sync.Pool{New: func() any { return new(wireRequest) }}
 const maxPooled = 64
 
 // oneStringMax is the largest message whose strings share one
-// allocation: a key kept (by a cache of refused keys) keeps the whole
-// message alive, which must stay small.
+// allocation: a string kept (a top key of the traffic counts) keeps
+// the whole message alive, which must stay small.
 const oneStringMax = 1 << 10
 
 // wireRequest is an envoy RateLimitRequest as decide reads it.

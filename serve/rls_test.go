@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -54,26 +55,31 @@ const (
 )
 
 func TestRLSFixedWindow(t *testing.T) {
-	ts := start(t, serve.Config{Rules: "testdata/edge.yaml"})
-	c := rlsClient(t, ts.grpcAddr)
-	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{descriptor("remote_address", "10.0.0.1")}}
-	for i, remaining := range []uint32{2, 1, 0} {
-		resp := call(t, c, req)
-		st := resp.Statuses[0]
-		if resp.OverallCode != ok || st.Code != ok || st.LimitRemaining != remaining || st.DurationUntilReset.AsDuration() != 40*time.Second {
-			t.Fatalf("call %d: %v", i, resp)
-		}
-		if l := st.CurrentLimit; l.RequestsPerUnit != 3 || l.Unit != rlsv3.RateLimitResponse_RateLimit_MINUTE {
-			t.Fatalf("current limit %v", l)
-		}
-	}
-	resp := call(t, c, req)
-	if resp.OverallCode != over || resp.Statuses[0].Code != over || resp.Statuses[0].LimitRemaining != 0 {
-		t.Fatalf("4th: %v", resp)
-	}
-	ts.clock.Advance(40 * time.Second)
-	if resp := call(t, c, req); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 2 {
-		t.Fatalf("next window: %v", resp)
+	// With gRPC workers (the default) and without (-1).
+	for _, workers := range []int{0, -1} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			ts := start(t, serve.Config{Rules: "testdata/edge.yaml", GRPCWorkers: workers})
+			c := rlsClient(t, ts.grpcAddr)
+			req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{descriptor("remote_address", "10.0.0.1")}}
+			for i, remaining := range []uint32{2, 1, 0} {
+				resp := call(t, c, req)
+				st := resp.Statuses[0]
+				if resp.OverallCode != ok || st.Code != ok || st.LimitRemaining != remaining || st.DurationUntilReset.AsDuration() != 40*time.Second {
+					t.Fatalf("call %d: %v", i, resp)
+				}
+				if l := st.CurrentLimit; l.RequestsPerUnit != 3 || l.Unit != rlsv3.RateLimitResponse_RateLimit_MINUTE {
+					t.Fatalf("current limit %v", l)
+				}
+			}
+			resp := call(t, c, req)
+			if resp.OverallCode != over || resp.Statuses[0].Code != over || resp.Statuses[0].LimitRemaining != 0 {
+				t.Fatalf("4th: %v", resp)
+			}
+			ts.clock.Advance(40 * time.Second)
+			if resp := call(t, c, req); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 2 {
+				t.Fatalf("next window: %v", resp)
+			}
+		})
 	}
 }
 

@@ -76,8 +76,9 @@ func TestCellRatios(t *testing.T) {
 		"redlimit token-bucket": {Name: "redlimit token-bucket", Store: onRedis, Family: "redlimit"},
 		"redis_rate":            {Name: "redis_rate", Store: onRedis, Family: "redis_rate", Peer: true},
 		"Redisson script":       {Name: "Redisson script", Store: onRedis, Family: "redisson", Peer: true},
+		floorName:               {Name: floorName, Store: onRedis, Family: floorFamily, Baseline: true},
 	}
-	c := cell{Workload: one, Store: onRedis, Callers: 8, Rounds: 4, Systems: []string{"redlimit token-bucket", "redis_rate", "Redisson script"}}
+	c := cell{Workload: one, Store: onRedis, Callers: 8, Rounds: 4, Systems: []string{"redlimit token-bucket", "redis_rate", "Redisson script", floorName}}
 	add := func(system string, round int, dps, cpu float64, errs uint64) {
 		m := newMeasurement()
 		m.System, m.Round, m.DecisionsPerSec, m.RedisCPUUs, m.Errors = system, round, dps, nf(cpu), errs
@@ -97,7 +98,27 @@ func TestCellRatios(t *testing.T) {
 	for r, v := range []float64{100, 100, 100, 100} {
 		add("Redisson script", r+1, v, 5, 0)
 	}
+	for r := range 4 {
+		add(floorName, r+1, 1000, 1, 0)
+	}
 	c.summarise(byName)
+	// The floor is in no ratio, on either side, yet summarised like the
+	// others, with its verdict.
+	for _, q := range c.Ratios {
+		if q.System == floorName || q.Peer == floorName {
+			t.Errorf("a ratio with the floor: %+v", q)
+		}
+	}
+	if len(c.Ratios) != 4 {
+		t.Errorf("%d ratios, want 4 (redlimit against each peer, two metrics): %+v", len(c.Ratios), c.Ratios)
+	}
+	if s := c.summary(floorName); s == nil || float64(s.DecisionsPerSec.Median) != 1000 {
+		t.Errorf("floor summary %+v", s)
+	}
+	if len(c.Floor) != 1 || c.Floor[0].System != floorName || c.Floor[0].Others != 3 ||
+		float64(c.Floor[0].OthersBestPerSec) != 250 || c.Floor[0].OthersBestPerSecOf != "redlimit token-bucket" {
+		t.Errorf("floor notes %+v", c.Floor)
+	}
 
 	q := c.ratio("redlimit token-bucket", "redis_rate", "decisions_per_sec")
 	if q == nil {
@@ -212,6 +233,25 @@ func TestPlan(t *testing.T) {
 				}
 			}
 		}
+		// The floor: in one, half-peak (at its own half of peak and at
+		// redlimit's pace) and the keys cells; --quick: one, and half-peak
+		// at redlimit's pace. Never on the Cluster or in memory.
+		for _, cs := range plan {
+			var want []string
+			switch {
+			case cs.Store != onRedis || cs.Workload == denied:
+			case cs.Workload == halfPeak && o.quick:
+				want = []string{floorPacedName}
+			case cs.Workload == halfPeak:
+				want = []string{floorName, floorPacedName}
+			case cs.Workload == one || !o.quick:
+				want = []string{floorName}
+			}
+			got := slices.DeleteFunc(slices.Clone(cs.Systems), func(n string) bool { return !isFloor(n) })
+			if !slices.Equal(got, want) {
+				t.Errorf("%q: %s/%s/%d: floor %q, want %q", c.args, cs.Store, cs.Workload, cs.Callers, got, want)
+			}
+		}
 		for _, k := range []string{"redis/one", "redis/keys-uniform", "redis/keys-zipf", "redis/denied", "redis/half-peak", "memory/one", "memory/keys-uniform", "memory/keys-zipf", "cluster/keys-uniform"} {
 			want := c.callers
 			if k == "cluster/keys-uniform" || o.quick && (k == "redis/denied" || k == "redis/half-peak" || k == "redis/keys-zipf" || k == "memory/keys-uniform" || k == "memory/keys-zipf") {
@@ -222,6 +262,28 @@ func TestPlan(t *testing.T) {
 			}
 		}
 		t.Logf("%q: %d cells, %d measurements, planned %v", c.args, len(plan), est.measurements, est.total())
+	}
+	// --floor=false leaves the floor out, and so does a --systems that
+	// does not match it.
+	for _, args := range [][]string{{"--floor=false"}, {"--systems", "^redlimit"}} {
+		o, err := parseFlags(args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(buildPlan(o, systems()), func(c cellSpec) bool { return slices.ContainsFunc(c.Systems, isFloor) }) {
+			t.Errorf("%q: a floor", args)
+		}
+	}
+	// Without a system of redlimit's at half of peak, nothing to pace the
+	// floor like.
+	o, err := parseFlags([]string{"--systems", "floor|redis_rate", "--workloads", "one,half-peak"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cs := range buildPlan(o, systems()) {
+		if want := []string{"redis_rate", floorName}; !slices.Equal(cs.Systems, want) {
+			t.Errorf("--systems floor|redis_rate: %s/%d: %q, want %q", cs.Workload, cs.Callers, cs.Systems, want)
+		}
 	}
 	// --cluster=false, and --redis without --cluster, leave the Cluster out.
 	for _, args := range [][]string{{"--cluster=false"}, {"--redis", "redis://127.0.0.1:1"}} {
@@ -299,7 +361,7 @@ func TestQuickRun(t *testing.T) {
 	if len(rep.Cells) != len(plan) || rep.Settings.Measurements == 0 || !(rep.Settings.PlannedSec > 0) || !(rep.Settings.TotalSec > 0) {
 		t.Fatalf("%d cells, want %d; settings %+v", len(rep.Cells), len(plan), rep.Settings)
 	}
-	n := 0
+	n, floors := 0, 0
 	for i, c := range rep.Cells {
 		cs := plan[i]
 		if c.Workload != cs.Workload || c.Store != cs.Store || c.Callers != cs.Callers || !slices.Equal(c.Systems, cs.Systems) {
@@ -348,9 +410,28 @@ func TestQuickRun(t *testing.T) {
 				t.Errorf("%s: %d of %d granted", where, m.Granted, m.Decisions)
 			}
 			if c.Workload == halfPeak {
-				p := rep.cell(c.Store, one, c.Callers).summary(m.System)
+				// Half of its own peak; the floor at redlimit's pace, half
+				// of the slowest of redlimit's peaks.
+				like := m.System
+				if m.System == floorPacedName {
+					like = c.FloorPaceOf
+					for _, name := range c.Systems {
+						if strings.HasPrefix(name, "redlimit ") && rep.cell(c.Store, one, c.Callers).summary(name).DecisionsPerSec.Median <
+							rep.cell(c.Store, one, c.Callers).summary(like).DecisionsPerSec.Median {
+							t.Errorf("%s: paced like %s, but %s was slower", where, like, name)
+						}
+					}
+				}
+				p := rep.cell(c.Store, one, c.Callers).summary(like)
 				if math.Abs(m.OfferedPerSec-float64(p.DecisionsPerSec.Median)/2) > 1e-6*m.OfferedPerSec {
-					t.Errorf("%s: offered %v, one made %v", where, m.OfferedPerSec, p.DecisionsPerSec.Median)
+					t.Errorf("%s: offered %v, %s made %v in one", where, m.OfferedPerSec, like, p.DecisionsPerSec.Median)
+				}
+			}
+			// The floor: one INCR per call, no script, its window capped.
+			if isFloor(m.System) {
+				floors++
+				if len(m.RedisCmdsBy) != 1 || m.RedisCmdsBy["incr"] == 0 || m.RedisRuns != 0 || m.Seconds > floorDuration.Seconds()*1.5 {
+					t.Errorf("%s: commands %v, runs %v, window %vs", where, m.RedisCmdsBy, m.RedisRuns, m.Seconds)
 				}
 			}
 		}
@@ -359,9 +440,11 @@ func TestQuickRun(t *testing.T) {
 		if c.Workload != halfPeak {
 			ours, peers := 0, 0
 			for _, name := range c.Systems {
-				if rep.system(name).Peer {
+				switch s := rep.system(name); {
+				case s.Baseline:
+				case s.Peer:
 					peers++
-				} else {
+				default:
 					ours++
 				}
 			}
@@ -373,6 +456,26 @@ func TestQuickRun(t *testing.T) {
 		if len(c.Ratios) != want {
 			t.Errorf("%s: %d ratios, want %d: %+v", c.ID, len(c.Ratios), want, c.Ratios)
 		}
+		// The floor is never in a ratio; each cell with one has its verdict.
+		for _, q := range c.Ratios {
+			if isFloor(q.System) || isFloor(q.Peer) {
+				t.Errorf("%s: a ratio with the floor: %+v", c.ID, q)
+			}
+		}
+		nf := slices.IndexFunc(c.Systems, isFloor)
+		if (nf >= 0) != (len(c.Floor) > 0) {
+			t.Errorf("%s: systems %q, floor verdicts %+v", c.ID, c.Systems, c.Floor)
+		}
+		for _, f := range c.Floor {
+			// (a 50 ms window on a busy machine may not keep its load)
+			if !slices.Contains([]string{"yes", "no", "load not kept"}, f.P99Verdict) || f.MeetsP99Target != (f.P99Verdict == "yes") || f.Others == 0 ||
+				(f.System == floorPacedName) != (f.PaceOf != "") {
+				t.Errorf("%s: floor verdict %+v", c.ID, f)
+			}
+		}
+	}
+	if floors == 0 {
+		t.Error("the floor was not measured")
 	}
 	if n != rep.Settings.Measurements {
 		t.Errorf("%d measurements, planned %d", n, rep.Settings.Measurements)
@@ -382,7 +485,8 @@ func TestQuickRun(t *testing.T) {
 	}
 	for _, s := range []string{"## Headline", "| one limiter | redlimit token-bucket | redis_rate |", "go-limiter", "## 500 keys (Zipf s=1.1)", "p99 <= 1 ms",
 		"| 500 keys, uniform | redlimit policy token-bucket | redis_rate |", "| 500 keys, uniform (Cluster) | redlimit policy fixed-window | redis_rate |",
-		"## 500 keys (uniform), every request granted, on a Redis Cluster of 3 primaries", "per node: Redis CPU/decision, runs/decision"} {
+		"## 500 keys (uniform), every request granted, on a Redis Cluster of 3 primaries", "per node: Redis CPU/decision, runs/decision",
+		"## The floor: one bare round trip", "| half of peak | 64 | " + floorPacedName + " |", "| one limiter | 1 | " + floorName + " |"} {
 		if !strings.Contains(stdout.String(), s) {
 			t.Errorf("the report lacks %q:\n%s", s, stdout.String())
 		}
@@ -460,12 +564,13 @@ func seedsAt(dir string) bool {
 
 // TestWithoutSeeds: away from the source tree (no shared/seeds), the run
 // leaves Redisson's script out, says so, and measures the others; over two
-// rounds, in turn (the second round starting one system later).
+// rounds, in turn (the second round starting one system later); with
+// --floor=false, no floor.
 func TestWithoutSeeds(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var stdout, stderr bytes.Buffer
 	jsonFile := filepath.Join(t.TempDir(), "r.json")
-	args := []string{"--quick", "--rounds", "2", "--duration", "30ms", "--memory-duration", "10ms", "--warmup", "10ms", "--workloads", "one", "--callers", "8", "--json", jsonFile}
+	args := []string{"--quick", "--rounds", "2", "--duration", "30ms", "--memory-duration", "10ms", "--warmup", "10ms", "--workloads", "one", "--callers", "8", "--json", jsonFile, "--floor=false"}
 	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
@@ -481,7 +586,8 @@ func TestWithoutSeeds(t *testing.T) {
 		t.Errorf("no note: settings %q, stderr:\n%s", rep.Settings.RedissonScript, stderr.String())
 	}
 	c := rep.cell(onRedis, one, 8)
-	if c == nil || slices.Contains(c.Systems, "Redisson script") || !slices.Contains(c.Systems, "redis_rate") {
+	if c == nil || slices.Contains(c.Systems, "Redisson script") || !slices.Contains(c.Systems, "redis_rate") || len(c.Floor) > 0 ||
+		slices.ContainsFunc(c.Systems, isFloor) || slices.ContainsFunc(rep.Systems, func(s system) bool { return s.Baseline }) {
 		t.Fatalf("the Redis cell: %+v", c)
 	}
 	want := [][]string{{"redlimit sliding-log", "redlimit token-bucket", "redis_rate"}, {"redlimit token-bucket", "redis_rate", "redlimit sliding-log"}}

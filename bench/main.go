@@ -102,6 +102,7 @@ type options struct {
 	quick        bool
 	autopipeline bool
 	cluster      bool // the Cluster cell
+	floor        bool // the floor (floor.go) in the Redis cells
 	fromJSON     string
 	// The compare mode: the JSON files of runs of the older build and of
 	// the newer, paired by position (see compare.go).
@@ -131,6 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	before := fs.String("before", "", "compare mode, measure nothing: comma-separated JSON `FILES` of runs of the older build, each paired with the --after file at its place (see scripts/benchcompare)")
 	after := fs.String("after", "", "compare mode: comma-separated JSON `FILES` of runs of the newer build, as many as --before")
 	fs.BoolVar(&o.autopipeline, "autopipeline", false, "also measure redlimit with redisstore.WithAutoPipeline() on one limiter")
+	fs.BoolVar(&o.floor, "floor", true, fmt.Sprintf("also measure the floor, %q: one INCR of the call's key per call through the same client, what the machine allows (never in a ratio); in one, half-peak (also at redlimit's pace) and the keys cells, windows of at most %s; --floor=false leaves it out", floorName, floorDuration))
 	fs.BoolVar(&o.cluster, "cluster", true, fmt.Sprintf("also measure keyed policies and redis_rate over --keys keys on a Redis Cluster of %d primaries the benchmark starts (needs keys-uniform in --workloads; off by default with --redis)", clusterPrimaries))
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run . [flags]   (in bench/; or: redlimit bench [flags])\n\n"+

@@ -189,6 +189,10 @@ type cell struct {
 	Measurements []measurement `json:"measurements"`
 	Summaries    []summary     `json:"summaries"`
 	Ratios       []ratio       `json:"ratios"`
+	// FloorPaceOf: in half-peak, the system whose pace the floor at
+	// redlimit's pace took. Floor: the floor's verdicts (floor.go).
+	FloorPaceOf string      `json:"floor_pace_of,omitempty"`
+	Floor       []floorNote `json:"floor,omitempty"`
 }
 
 func (c *cell) key() string { return fmt.Sprintf("%s/%s/%d", c.Store, c.Workload, c.Callers) }
@@ -295,15 +299,17 @@ func (c *cell) summarise(byName map[string]*system) {
 		}
 		c.Summaries = append(c.Summaries, s)
 	}
+	c.Floor = c.floorNotes()
 	if c.Workload == halfPeak {
 		return // paced: decisions/s is the offered load
 	}
+	// The floor is never a peer, nor compared with one.
 	for _, a := range c.Systems {
-		if sa := byName[a]; sa == nil || sa.Peer {
+		if sa := byName[a]; sa == nil || sa.Peer || sa.Baseline {
 			continue
 		}
 		for _, b := range c.Systems {
-			if sb := byName[b]; sb == nil || !sb.Peer {
+			if sb := byName[b]; sb == nil || !sb.Peer || sb.Baseline {
 				continue
 			}
 			for _, metric := range ratioMetrics {
@@ -496,6 +502,7 @@ func (rep *report) writeMarkdown(w io.Writer) error {
 	pf("- figures: median [min-max] over the rounds; a ratio is taken within each round (system / peer), then its median [min-max]\n\n")
 
 	rep.headline(pf)
+	rep.floorSection(pf)
 
 	for _, store := range []string{onRedis, onCluster, inMemory} {
 		for _, wl := range workloadNames {
@@ -622,17 +629,7 @@ func (rep *report) workloadTable(pf func(string, ...any), cells []*cell) {
 	}
 	cols = append(cols, column{"p99", func(_ *cell, s *summary) string { return statText(s.P99Ns, dur) }})
 	if half {
-		cols = append(cols, column{"p99 <= 1 ms", func(c *cell, s *summary) string {
-			switch {
-			case s.Errors > 0:
-				return "errors"
-			case s.KeptRounds < c.Rounds:
-				return "load not kept"
-			case float64(s.P99Ns.Median) <= halfPeakTargetNs:
-				return "yes"
-			}
-			return "no"
-		}})
+		cols = append(cols, column{"p99 <= 1 ms", p99Verdict})
 	}
 	cols = append(cols, column{"client CPU/decision", func(_ *cell, s *summary) string { return statText(s.ClientCPUUs, micros) }})
 	if redis {
@@ -706,6 +703,22 @@ func (rep *report) workloadTable(pf func(string, ...any), cells []*cell) {
 
 // halfPeakTargetNs is the latency target at half of peak: p99 at most 1 ms.
 const halfPeakTargetNs = 1e6
+
+// p99Verdict says whether s's median p99 in c meets the target: "yes",
+// "no", or why it cannot say ("errors"; at half of peak "load not kept").
+func p99Verdict(c *cell, s *summary) string {
+	switch {
+	case s.Errors > 0:
+		return "errors"
+	case s.OfferedPerSec > 0 && s.KeptRounds < c.Rounds:
+		return "load not kept"
+	case s.P99Ns.N == 0:
+		return "-"
+	case float64(s.P99Ns.Median) <= halfPeakTargetNs:
+		return "yes"
+	}
+	return "no"
+}
 
 // statText prints a stat as "median [min-max]" with f.
 func statText(s stat, f func(float64) string) string {

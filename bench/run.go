@@ -103,7 +103,6 @@ func buildPlan(o *options, all []*system) []cellSpec {
 		}
 		return out
 	}
-	ours := func(s *system) bool { return s.Family == "redlimit" || s.Family == "redlimit policy" }
 	// mainAlg: the token bucket and the sliding log, unless --systems chose.
 	mainAlg := func(s *system) bool {
 		return o.systemsSet || s.Algorithm == "token-bucket" || s.Algorithm == "sliding-log"
@@ -112,19 +111,35 @@ func buildPlan(o *options, all []*system) []cellSpec {
 	quickAlg := func(s *system) bool { return !o.quick || mainAlg(s) }
 	limiter := func(s *system) bool { return s.Family == "redlimit" && !s.AutoPipeline && quickAlg(s) }
 	policy := func(s *system) bool { return s.Family == "redlimit policy" && quickAlg(s) }
-	peer := func(s *system) bool { return !ours(s) }
+	peer := func(s *system) bool { return s.Peer }
+	// The floor: in one, half-peak and the keys cells; --quick keeps it on
+	// one limiter, and at half of peak at redlimit's pace only.
+	floor := func(s *system, w string) bool {
+		if !o.floor || s.Family != floorFamily {
+			return false
+		}
+		if s.Name == floorPacedName {
+			return w == halfPeak
+		}
+		return w == one || (!o.quick && (w == halfPeak || isKeys(w)))
+	}
 	redisSystems := map[string][]string{
 		one: pick(onRedis, func(s *system) bool {
-			return peer(s) || limiter(s) || (s.Family == "redlimit" && s.AutoPipeline && o.autopipeline && quickAlg(s)) || (policy(s) && mainAlg(s) && !o.quick)
+			return peer(s) || floor(s, one) || limiter(s) || (s.Family == "redlimit" && s.AutoPipeline && o.autopipeline && quickAlg(s)) || (policy(s) && mainAlg(s) && !o.quick)
 		}),
 		denied:   pick(onRedis, func(s *system) bool { return peer(s) || (limiter(s) && s.Algorithm == "token-bucket") }),
-		halfPeak: pick(onRedis, func(s *system) bool { return peer(s) || limiter(s) }),
+		halfPeak: pick(onRedis, func(s *system) bool { return peer(s) || limiter(s) || floor(s, halfPeak) }),
 		keysUniform: pick(onRedis, func(s *system) bool {
 			// --quick: the policy's sliding log stands for the Limiter's.
-			return peer(s) || (limiter(s) && mainAlg(s) && (!o.quick || o.systemsSet || s.Algorithm == "token-bucket")) || policy(s)
+			return peer(s) || floor(s, keysUniform) || (limiter(s) && mainAlg(s) && (!o.quick || o.systemsSet || s.Algorithm == "token-bucket")) || policy(s)
 		}),
 	}
 	redisSystems[keysZipf] = redisSystems[keysUniform]
+	// The floor at redlimit's pace needs a system of redlimit's to pace it
+	// like.
+	if !slices.ContainsFunc(redisSystems[halfPeak], func(n string) bool { return strings.HasPrefix(n, "redlimit ") }) {
+		redisSystems[halfPeak] = slices.DeleteFunc(redisSystems[halfPeak], func(n string) bool { return n == floorPacedName })
+	}
 	clusterSystems := pick(onRedis, func(s *system) bool {
 		return s.Family == "redis_rate" || (s.Family == "redlimit policy" && (s.Algorithm == "token-bucket" || s.Algorithm == "fixed-window"))
 	})
@@ -206,7 +221,9 @@ func estimate(plan []cellSpec, o *options) planEstimate {
 	for _, c := range plan {
 		n := len(c.Systems) * o.rounds
 		p.measurements += n
-		p.load += time.Duration(n) * (c.Duration + o.warmup)
+		for _, s := range c.Systems {
+			p.load += time.Duration(o.rounds) * (windowOf(s, c.Duration) + o.warmup)
+		}
 		p.setup += time.Duration(n) * setupPerMeasurement
 		if isKeys(c.Workload) {
 			per := setupPerMemoryKeys
@@ -292,11 +309,18 @@ func execute(ctx context.Context, e *env, o *options, rep *report, plan []cellSp
 		pace := map[string]float64{}
 		if cs.Workload == halfPeak {
 			for _, name := range cs.Systems {
+				if name == floorPacedName {
+					continue
+				}
 				x, err := peak(ctx, e, o, rep, byName[name], cs)
 				if err != nil {
 					return err
 				}
 				pace[name] = halfPeakShare * x
+			}
+			if slices.Contains(cs.Systems, floorPacedName) {
+				c.FloorPaceOf = slowestOurs(cs.Systems, pace, byName)
+				pace[floorPacedName] = pace[c.FloorPaceOf]
 			}
 		}
 		for r, order := range schedule(len(cs.Systems), o.rounds) {
@@ -324,6 +348,24 @@ func execute(ctx context.Context, e *env, o *options, rep *report, plan []cellSp
 		rep.Cells = append(rep.Cells, c)
 	}
 	return nil
+}
+
+// slowestOurs is the system of redlimit's among names with the lowest
+// pace: the floor paced like it offers the load of redlimit's gentlest half
+// of peak, so a floor that misses the target there shows it out of reach
+// for every system of redlimit's in the cell.
+func slowestOurs(names []string, pace map[string]float64, byName map[string]*system) string {
+	best := ""
+	for _, name := range names {
+		s := byName[name]
+		if s == nil || !strings.HasPrefix(s.Family, "redlimit") || !(pace[name] > 0) {
+			continue
+		}
+		if best == "" || pace[name] < pace[best] {
+			best = name
+		}
+	}
+	return best
 }
 
 // peak is system s's decisions/s in one with cs's callers: the median of
@@ -391,7 +433,7 @@ func measureOnce(ctx context.Context, e *env, o *options, cs cellSpec, s *system
 	if s.Store == inMemory {
 		timeEvery = 64 // timing costs about as much as the decision
 	}
-	ld, err := runLoad(ctx, t, cs.Callers, seq, pace, o.warmup, cs.Duration, timeEvery, func() snapshot { return e.snap(ctx, cs.Store) })
+	ld, err := runLoad(ctx, t, cs.Callers, seq, pace, o.warmup, windowOf(s.Name, cs.Duration), timeEvery, func() snapshot { return e.snap(ctx, cs.Store) })
 	if err != nil {
 		return m, err
 	}

@@ -58,8 +58,11 @@ type system struct {
 	AutoPipeline bool   `json:"autopipeline,omitempty"`
 	// Peer: a system redlimit is compared with (ratios are redlimit's or
 	// memstore's decisions/s over a peer's in the same cell and round).
-	Peer bool   `json:"peer"`
-	Note string `json:"note,omitempty"`
+	Peer bool `json:"peer"`
+	// Baseline: not a rate limiter but the floor (see floor.go), shown
+	// beside the others and never in a ratio.
+	Baseline bool   `json:"baseline,omitempty"`
+	Note     string `json:"note,omitempty"`
 	// prepare builds the limiters of p.
 	prepare func(ctx context.Context, e *env, p prep) (*target, error)
 }
@@ -102,6 +105,10 @@ func systems() []*system {
 			Note: "github.com/go-redis/redis_rate/v10: Limiter.Allow, one EVALSHA per call", prepare: prepareRedisRate},
 		&system{Name: "Redisson script", Store: onRedis, Family: "redisson", Algorithm: "sliding-log (ZSET)", Peer: true,
 			Note: "Redisson's tryAcquire script, driven as RedissonRateLimiter does (trySetRate once per limiter, then EVALSHA per call)", prepare: prepareRedisson},
+		&system{Name: floorName, Store: onRedis, Family: floorFamily, Algorithm: "none (INCR)", Baseline: true,
+			Note: "not a rate limiter: one INCR of the call's key per call, the cheapest round trip a decision can make; never in a ratio", prepare: prepareFloor},
+		&system{Name: floorPacedName, Store: onRedis, Family: floorFamily, Algorithm: "none (INCR)", Baseline: true,
+			Note: "the floor in half-peak, paced at the lowest half-peak rate of redlimit's systems in the cell (the cell's floor_pace_of)", prepare: prepareFloor},
 		&system{Name: "memstore token-bucket", Store: inMemory, Family: "memstore", Algorithm: string(redlimit.TokenBucket),
 			prepare: func(ctx context.Context, e *env, p prep) (*target, error) {
 				return prepareMemstore(redlimit.TokenBucket, p)

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// The floor is a baseline, not a rate limiter: each call is one INCR of
+// the call's key through the same go-redis client options as every system
+// (a pool of one connection per caller), the least a decision that counts
+// can cost: one round trip, one command. It shows what the machine allows,
+// so that a goal no system meets can be shown out of reach rather than just
+// missed (a p99 the floor itself does not meet, a rate it does not beat).
+// It is never a peer: no ratio is taken against it or for it.
+const (
+	floorFamily = "floor"
+	floorName   = "floor (INCR)"
+	// floorPacedName is the floor in half-peak at the pace of redlimit's
+	// system with the lowest half-peak rate in the cell: the same offered
+	// load, so its p99 is a bare round trip's at redlimit's half of peak.
+	floorPacedName = "floor (INCR) at redlimit's pace"
+	// floorDuration caps the floor's measured window: it needs fewer
+	// seconds than the systems (one command, no state to warm) and keeps
+	// the full run under 35 minutes.
+	floorDuration = time.Second
+)
+
+// isFloor says whether system name is one of the floor's.
+func isFloor(name string) bool { return name == floorName || name == floorPacedName }
+
+// windowOf is system name's measured window in a cell of window d.
+func windowOf(name string, d time.Duration) time.Duration {
+	if isFloor(name) {
+		return min(d, floorDuration)
+	}
+	return d
+}
+
+// prepareFloor: INCR of PREFIX+name per call (no expiry: the counters are
+// a few bytes each, deleted with the run's keys).
+func prepareFloor(ctx context.Context, e *env, p prep) (*target, error) {
+	rdb := e.clientFor(p)
+	keys := make([]string, len(p.names))
+	for i, name := range p.names {
+		keys[i] = p.prefix + name
+	}
+	return &target{
+		n: len(keys),
+		call: func(ctx context.Context, i int) (bool, error) {
+			return true, rdb.Incr(ctx, keys[i]).Err()
+		},
+		redisKeys: func(i int) []string { return []string{keys[i]} },
+		admin:     e.adminFor(p),
+		close:     func() { rdb.Close() },
+	}, nil
+}
+
+// floorNote is the floor's verdict in one cell: its figures, whether its
+// own p99 meets the target (p99 <= 1 ms), and the other systems' p99 and
+// decisions/s beside it.
+type floorNote struct {
+	System string `json:"system"`
+	// PaceOf: the floor at redlimit's pace, the system whose pace it took.
+	PaceOf          string  `json:"pace_of,omitempty"`
+	OfferedPerSec   float64 `json:"offered_per_sec,omitempty"`
+	DecisionsPerSec stat    `json:"decisions_per_sec"`
+	P99Ns           stat    `json:"p99_ns"`
+	// P99Verdict: "yes" (median p99 <= 1 ms), "no", "errors", or at half
+	// of peak "load not kept"; MeetsP99Target: it is "yes".
+	P99Verdict     string `json:"p99_verdict"`
+	MeetsP99Target bool   `json:"meets_p99_target"`
+	// The other systems of the cell: the lowest and highest median p99 and
+	// whose, how many meet the target, and the most decisions/s and whose
+	// (closed-loop cells only).
+	OthersP99Min       nf     `json:"others_p99_min_ns"`
+	OthersP99MinOf     string `json:"others_p99_min_of,omitempty"`
+	OthersP99Max       nf     `json:"others_p99_max_ns"`
+	OthersP99MaxOf     string `json:"others_p99_max_of,omitempty"`
+	OthersMeeting      int    `json:"others_meeting_p99_target"`
+	Others             int    `json:"others"`
+	OthersBestPerSec   nf     `json:"others_best_decisions_per_sec"`
+	OthersBestPerSecOf string `json:"others_best_decisions_per_sec_of,omitempty"`
+}
+
+// floorNotes are the cell's floor verdicts, one per floor system measured
+// (none without the floor). At half of peak the others compared with the
+// floor at its own pace are every system; with the floor at redlimit's
+// pace, redlimit's.
+func (c *cell) floorNotes() []floorNote {
+	var out []floorNote
+	for _, name := range c.Systems {
+		s := c.summary(name)
+		if !isFloor(name) || s == nil {
+			continue
+		}
+		n := floorNote{System: name, OfferedPerSec: s.OfferedPerSec, DecisionsPerSec: s.DecisionsPerSec, P99Ns: s.P99Ns,
+			P99Verdict: p99Verdict(c, s), OthersP99Min: nf(math.NaN()), OthersP99Max: nf(math.NaN()), OthersBestPerSec: nf(math.NaN())}
+		n.MeetsP99Target = n.P99Verdict == "yes"
+		if name == floorPacedName {
+			n.PaceOf = c.FloorPaceOf
+		}
+		for _, other := range c.Systems {
+			o := c.summary(other)
+			if isFloor(other) || o == nil || (name == floorPacedName && !strings.HasPrefix(other, "redlimit ")) {
+				continue
+			}
+			n.Others++
+			if p99Verdict(c, o) == "yes" {
+				n.OthersMeeting++
+			}
+			if p := o.P99Ns.Median; o.P99Ns.N > 0 {
+				if math.IsNaN(float64(n.OthersP99Min)) || p < n.OthersP99Min {
+					n.OthersP99Min, n.OthersP99MinOf = p, other
+				}
+				if math.IsNaN(float64(n.OthersP99Max)) || p > n.OthersP99Max {
+					n.OthersP99Max, n.OthersP99MaxOf = p, other
+				}
+			}
+			if d := o.DecisionsPerSec.Median; c.Workload != halfPeak && o.DecisionsPerSec.N > 0 &&
+				(math.IsNaN(float64(n.OthersBestPerSec)) || d > n.OthersBestPerSec) {
+				n.OthersBestPerSec, n.OthersBestPerSecOf = d, other
+			}
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// floorSection prints what the floor is and, per cell, whether it meets
+// p99 <= 1 ms itself, beside the others.
+func (rep *report) floorSection(pf func(string, ...any)) {
+	var cells []*cell
+	for i := range rep.Cells {
+		if len(rep.Cells[i].Floor) > 0 {
+			cells = append(cells, &rep.Cells[i])
+		}
+	}
+	if len(cells) == 0 {
+		return
+	}
+	pf("## The floor: one bare round trip\n\n")
+	pf("`%s` is not a rate limiter: each call is one `INCR` of the call's key through the same go-redis client "+
+		"options as every system (a pool of one connection per caller), the least a decision that counts can cost: "+
+		"one round trip, one command. It shows what this machine allows: no system that makes a round trip per "+
+		"decision can beat its decisions/s with one caller, and a p99 it does not meet itself is out of reach here, "+
+		"not missed. It is never a peer: no ratio is taken against it. Its windows are at most %s. At half of peak it "+
+		"runs twice: at half its own peak, like every system, and as `%s`, at the pace of redlimit's system with "+
+		"the lowest half-peak rate in the cell (named below): the same offered load as that system, so its p99 is a "+
+		"bare round trip's at redlimit's half of peak; where even it misses 1 ms, redlimit's systems at that load "+
+		"cannot meet the target on this machine, whatever the limiter does.\n\n",
+		floorName, floorDuration, floorPacedName)
+	pf("| workload | callers | floor | offered/s | decisions/s | p99 | floor p99 <= 1 ms | compared with | their p99 (lowest - highest) | of them p99 <= 1 ms | their most decisions/s |\n")
+	pf("|---|---:|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
+	for _, c := range cells {
+		for _, n := range c.Floor {
+			offered, with := "-", "every system"
+			if n.OfferedPerSec > 0 {
+				offered = thousands(n.OfferedPerSec)
+			}
+			if n.PaceOf != "" {
+				with = "redlimit's, paced like " + n.PaceOf
+			}
+			p99s := "-"
+			if n.Others > 0 && !math.IsNaN(float64(n.OthersP99Min)) {
+				p99s = fmt.Sprintf("%s (%s) - %s (%s)", dur(float64(n.OthersP99Min)), n.OthersP99MinOf, dur(float64(n.OthersP99Max)), n.OthersP99MaxOf)
+			}
+			best := "-"
+			if !math.IsNaN(float64(n.OthersBestPerSec)) {
+				best = fmt.Sprintf("%s (%s)", thousands(float64(n.OthersBestPerSec)), n.OthersBestPerSecOf)
+			}
+			pf("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %d of %d | %s |\n", workloadShortOf(c, rep.Settings.Keys), c.Callers, n.System, offered,
+				statText(n.DecisionsPerSec, thousands), statText(n.P99Ns, dur), n.P99Verdict, with, p99s, n.OthersMeeting, n.Others, best)
+		}
+	}
+	pf("\n")
+	// The verdict at half of peak, in a sentence per side.
+	var out, reach []string
+	for _, c := range cells {
+		for _, n := range c.Floor {
+			if c.Workload != halfPeak || n.System != floorPacedName {
+				continue
+			}
+			switch {
+			case n.P99Verdict == "no":
+				out = append(out, fmt.Sprintf("%d %s", c.Callers, plural(c.Callers, "caller")))
+			case n.MeetsP99Target && n.OthersMeeting < n.Others:
+				reach = append(reach, fmt.Sprintf("%d %s", c.Callers, plural(c.Callers, "caller")))
+			}
+		}
+	}
+	if len(out) > 0 {
+		pf("At half of peak, even the floor at redlimit's pace has p99 above 1 ms at %s: out of reach on this machine.\n", strings.Join(out, ", "))
+	}
+	if len(reach) > 0 {
+		pf("At half of peak, the floor at redlimit's pace meets p99 <= 1 ms at %s where some of redlimit's systems do not: within reach there.\n", strings.Join(reach, ", "))
+	}
+	if len(out)+len(reach) > 0 {
+		pf("\n")
+	}
+}
+
+// workloadShortOf names c's workload in a table row.
+func workloadShortOf(c *cell, keys int) string {
+	if c.Workload == halfPeak {
+		return "half of peak"
+	}
+	if isKeys(c.Workload) {
+		keys = c.Limiters
+	}
+	return workloadShort(c.Workload, keys, c.Distribution)
+}

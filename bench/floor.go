@@ -6,26 +6,36 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlimit/redlimit/internal/batch"
 )
 
-// The floor is a baseline, not a rate limiter: each call is one INCR of
-// the call's key through the same go-redis client options as every system
-// (a pool of one connection per caller), the least a decision that counts
-// can cost: one round trip, one command. It shows what the machine allows,
+// The floor is a baseline, not a rate limiter: the least a decision that
+// counts can cost through the same go-redis client options as every system
+// (a pool of one connection per caller), to show what the machine allows,
 // so that a goal no system meets can be shown out of reach rather than just
 // missed (a p99 the floor itself does not meet, a rate it does not beat).
-// It is never a peer: no ratio is taken against it or for it.
+// A lone call is one INCRBY of its key by 1: one round trip, one command.
+// Calls made while others are in flight share runs as redlimit's do, with
+// the same machinery (internal/batch, sized as redisstore sizes it on one
+// server), and the cheapest work: one INCRBY per key per run, the keys of a
+// run pipelined. It is never a peer: no ratio is taken against it or for
+// it.
 const (
 	floorFamily = "floor"
-	floorName   = "floor (INCR)"
+	floorName   = "floor"
 	// floorPacedName is the floor in half-peak at the pace of redlimit's
 	// system with the lowest half-peak rate in the cell: the same offered
 	// load, so its p99 is a bare round trip's at redlimit's half of peak.
-	floorPacedName = "floor (INCR) at redlimit's pace"
+	floorPacedName = "floor at redlimit's pace"
 	// floorDuration caps the floor's measured window: it needs fewer
 	// seconds than the systems (one command, no state to warm) and keeps
 	// the full run under 35 minutes.
 	floorDuration = time.Second
+	// The floor's runs, sized as redisstore's on one server: calls per key
+	// in a run, keys in a run, runs in flight.
+	floorMaxCalls, floorMaxWorks, floorMaxRuns = 256, 64, 4
 )
 
 // isFloor says whether system name is one of the floor's.
@@ -39,22 +49,52 @@ func windowOf(name string, d time.Duration) time.Duration {
 	return d
 }
 
-// prepareFloor: INCR of PREFIX+name per call (no expiry: the counters are
-// a few bytes each, deleted with the run's keys).
+// floorWork is the calls on one key in one of the floor's runs.
+type floorWork = batch.Work[int, struct{}, struct{}]
+
+// prepareFloor: the floor on PREFIX+name (no expiry: the counters are a
+// few bytes each, deleted with the run's keys).
 func prepareFloor(ctx context.Context, e *env, p prep) (*target, error) {
 	rdb := e.clientFor(p)
 	keys := make([]string, len(p.names))
 	for i, name := range p.names {
 		keys[i] = p.prefix + name
 	}
+	b := batch.New(batch.Config[int, struct{}, struct{}]{
+		Run: func(ctx context.Context, works []*floorWork) {
+			if len(works) == 1 {
+				works[0].Err = rdb.IncrBy(ctx, keys[works[0].Key], int64(len(works[0].Calls))).Err()
+				return
+			}
+			cmds, err := rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
+				for _, w := range works {
+					pl.IncrBy(ctx, keys[w.Key], int64(len(w.Calls)))
+				}
+				return nil
+			})
+			for i, w := range works {
+				if w.Err = err; i < len(cmds) && err == nil {
+					w.Err = cmds[i].Err()
+				}
+			}
+		},
+		MaxCalls: floorMaxCalls, MaxWorks: floorMaxWorks, MaxRuns: floorMaxRuns,
+	})
 	return &target{
 		n: len(keys),
 		call: func(ctx context.Context, i int) (bool, error) {
-			return true, rdb.Incr(ctx, keys[i]).Err()
+			_, err := b.Do(ctx, i, struct{}{})
+			return err == nil, err
 		},
 		redisKeys: func(i int) []string { return []string{keys[i]} },
 		admin:     e.adminFor(p),
-		close:     func() { rdb.Close() },
+		close: func() {
+			// Runs of callers that left finish first.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = b.Wait(ctx)
+			rdb.Close()
+		},
 	}, nil
 }
 
@@ -142,15 +182,17 @@ func (rep *report) floorSection(pf func(string, ...any)) {
 		return
 	}
 	pf("## The floor: one bare round trip\n\n")
-	pf("`%s` is not a rate limiter: each call is one `INCR` of the call's key through the same go-redis client "+
-		"options as every system (a pool of one connection per caller), the least a decision that counts can cost: "+
-		"one round trip, one command. It shows what this machine allows: no system that makes a round trip per "+
-		"decision can beat its decisions/s with one caller, and a p99 it does not meet itself is out of reach here, "+
-		"not missed. It is never a peer: no ratio is taken against it. Its windows are at most %s. At half of peak it "+
-		"runs twice: at half its own peak, like every system, and as `%s`, at the pace of redlimit's system with "+
-		"the lowest half-peak rate in the cell (named below): the same offered load as that system, so its p99 is a "+
-		"bare round trip's at redlimit's half of peak; where even it misses 1 ms, redlimit's systems at that load "+
-		"cannot meet the target on this machine, whatever the limiter does.\n\n",
+	pf("`%s` is not a rate limiter but the least a decision that counts can cost, through the same go-redis client "+
+		"options as every system (a pool of one connection per caller): a lone call is one `INCRBY` of its key, one round "+
+		"trip and one command; calls made while others are in flight share runs as redlimit's do (the same batching, "+
+		"sized as redisstore's on one server), each run one `INCRBY` per key, a run's keys pipelined. So with one caller "+
+		"it is a bare round trip, which no system beats, and with more it is redlimit's sharing with the limiter's work "+
+		"taken out. It shows what this machine allows: a p99 the floor does not meet itself is out of reach here, not "+
+		"missed by a limiter. It is never a peer: no ratio is taken against it. Its windows are at most %s. At half of "+
+		"peak it runs twice: at half its own peak, like every system, and as `%s`, paced at the lowest half-peak rate "+
+		"of redlimit's systems in the cell (named below): the same offered load, so its p99 is the floor's at "+
+		"redlimit's half of peak. In the other cells (closed loop, every caller calling back to back) its p99 is at full "+
+		"load, beside the others'; the target p99 <= 1 ms is half of peak's.\n\n",
 		floorName, floorDuration, floorPacedName)
 	pf("| workload | callers | floor | offered/s | decisions/s | p99 | floor p99 <= 1 ms | compared with | their p99 (lowest - highest) | of them p99 <= 1 ms | their most decisions/s |\n")
 	pf("|---|---:|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
@@ -178,10 +220,20 @@ func (rep *report) floorSection(pf func(string, ...any)) {
 	pf("\n")
 	// The verdict at half of peak, in a sentence per side.
 	var out, reach []string
+	load := stat{Median: nf(math.NaN()), Min: nf(math.NaN()), Max: nf(math.NaN())}
 	for _, c := range cells {
 		for _, n := range c.Floor {
 			if c.Workload != halfPeak || n.System != floorPacedName {
 				continue
+			}
+			if s := c.summary(n.System); s != nil && s.LoadAfter.N > 0 {
+				if load.N == 0 || s.LoadAfter.Min < load.Min {
+					load.Min = s.LoadAfter.Min
+				}
+				if load.N == 0 || s.LoadAfter.Max > load.Max {
+					load.Max = s.LoadAfter.Max
+				}
+				load.N++
 			}
 			switch {
 			case n.P99Verdict == "no":
@@ -198,6 +250,10 @@ func (rep *report) floorSection(pf func(string, ...any)) {
 		pf("At half of peak, the floor at redlimit's pace meets p99 <= 1 ms at %s where some of redlimit's systems do not: within reach there.\n", strings.Join(reach, ", "))
 	}
 	if len(out)+len(reach) > 0 {
+		if load.N > 0 {
+			pf("The machine's one-minute load at the end of those windows: %s to %s; on a busy machine the floor is the machine's, not Redis's.\n",
+				twoDigits(float64(load.Min)), twoDigits(float64(load.Max)))
+		}
 		pf("\n")
 	}
 }

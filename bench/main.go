@@ -132,7 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	before := fs.String("before", "", "compare mode, measure nothing: comma-separated JSON `FILES` of runs of the older build, each paired with the --after file at its place (see scripts/benchcompare)")
 	after := fs.String("after", "", "compare mode: comma-separated JSON `FILES` of runs of the newer build, as many as --before")
 	fs.BoolVar(&o.autopipeline, "autopipeline", false, "also measure redlimit with redisstore.WithAutoPipeline() on one limiter")
-	fs.BoolVar(&o.floor, "floor", true, fmt.Sprintf("also measure the floor, %q: one INCR of the call's key per call through the same client, what the machine allows (never in a ratio); in one, half-peak (also at redlimit's pace) and the keys cells, windows of at most %s; --floor=false leaves it out", floorName, floorDuration))
+	fs.BoolVar(&o.floor, "floor", true, fmt.Sprintf("also measure the floor, %q: what the machine allows, not a rate limiter (a lone call is one INCRBY of its key; calls made meanwhile share runs as redlimit's do; never in a ratio); in one, half-peak (also at redlimit's pace) and the keys cells, windows of at most %s; --floor=false leaves it out", floorName, floorDuration))
 	fs.BoolVar(&o.cluster, "cluster", true, fmt.Sprintf("also measure keyed policies and redis_rate over --keys keys on a Redis Cluster of %d primaries the benchmark starts (needs keys-uniform in --workloads; off by default with --redis)", clusterPrimaries))
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run . [flags]   (in bench/; or: redlimit bench [flags])\n\n"+

@@ -105,9 +105,9 @@ func systems() []*system {
 			Note: "github.com/go-redis/redis_rate/v10: Limiter.Allow, one EVALSHA per call", prepare: prepareRedisRate},
 		&system{Name: "Redisson script", Store: onRedis, Family: "redisson", Algorithm: "sliding-log (ZSET)", Peer: true,
 			Note: "Redisson's tryAcquire script, driven as RedissonRateLimiter does (trySetRate once per limiter, then EVALSHA per call)", prepare: prepareRedisson},
-		&system{Name: floorName, Store: onRedis, Family: floorFamily, Algorithm: "none (INCR)", Baseline: true,
-			Note: "not a rate limiter: one INCR of the call's key per call, the cheapest round trip a decision can make; never in a ratio", prepare: prepareFloor},
-		&system{Name: floorPacedName, Store: onRedis, Family: floorFamily, Algorithm: "none (INCR)", Baseline: true,
+		&system{Name: floorName, Store: onRedis, Family: floorFamily, Algorithm: "none (INCRBY)", Baseline: true,
+			Note: "not a rate limiter: a lone call is one INCRBY of its key (one round trip, one command); calls made meanwhile share runs as redlimit's do (internal/batch, one INCRBY per key per run, a run's keys pipelined); never in a ratio", prepare: prepareFloor},
+		&system{Name: floorPacedName, Store: onRedis, Family: floorFamily, Algorithm: "none (INCRBY)", Baseline: true,
 			Note: "the floor in half-peak, paced at the lowest half-peak rate of redlimit's systems in the cell (the cell's floor_pace_of)", prepare: prepareFloor},
 		&system{Name: "memstore token-bucket", Store: inMemory, Family: "memstore", Algorithm: string(redlimit.TokenBucket),
 			prepare: func(ctx context.Context, e *env, p prep) (*target, error) {

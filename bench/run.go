@@ -91,7 +91,9 @@ type cellSpec struct {
 // Cluster the fixed window too; no policy on one limiter), and measures
 // denied, half-peak, keys-zipf and the in-memory keys workloads at the most
 // callers only; --systems filters every cell (and, given, lifts the choice
-// of algorithms per cell).
+// of algorithms per cell). The floor (floor.go, unless --floor=false) is on
+// one limiter, at half of peak (at its own pace and at redlimit's) and in
+// the keys cells; --quick keeps it on one limiter and at redlimit's pace.
 func buildPlan(o *options, all []*system) []cellSpec {
 	pick := func(store string, keep func(*system) bool) []string {
 		var out []string
@@ -352,8 +354,8 @@ func execute(ctx context.Context, e *env, o *options, rep *report, plan []cellSp
 
 // slowestOurs is the system of redlimit's among names with the lowest
 // pace: the floor paced like it offers the load of redlimit's gentlest half
-// of peak, so a floor that misses the target there shows it out of reach
-// for every system of redlimit's in the cell.
+// of peak, so a floor that misses the target there shows it out of reach at
+// the lightest load any of redlimit's systems is asked to carry.
 func slowestOurs(names []string, pace map[string]float64, byName map[string]*system) string {
 	best := ""
 	for _, name := range names {

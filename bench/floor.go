@@ -194,10 +194,14 @@ func (rep *report) floorSection(pf func(string, ...any)) {
 		"redlimit's half of peak. In the other cells (closed loop, every caller calling back to back) its p99 is at full "+
 		"load, beside the others'; the target p99 <= 1 ms is half of peak's.\n\n",
 		floorName, floorDuration, floorPacedName)
-	pf("| workload | callers | floor | offered/s | decisions/s | p99 | floor p99 <= 1 ms | compared with | their p99 (lowest - highest) | of them p99 <= 1 ms | their most decisions/s |\n")
-	pf("|---|---:|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
+	pf("| workload | callers | floor | offered/s | decisions/s | p99 | floor p99 <= 1 ms | client CPU, Redis CPU, commands per call | compared with | their p99 (lowest - highest) | of them p99 <= 1 ms | their most decisions/s |\n")
+	pf("|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|\n")
 	for _, c := range cells {
 		for _, n := range c.Floor {
+			cost := "-"
+			if s := c.summary(n.System); s != nil {
+				cost = fmt.Sprintf("%s, %s, %s", micros(float64(s.ClientCPUUs.Median)), micros(float64(s.RedisCPUUs.Median)), twoDigits(float64(s.RedisCmds.Median)))
+			}
 			offered, with := "-", "every system"
 			if n.OfferedPerSec > 0 {
 				offered = thousands(n.OfferedPerSec)
@@ -213,8 +217,8 @@ func (rep *report) floorSection(pf func(string, ...any)) {
 			if !math.IsNaN(float64(n.OthersBestPerSec)) {
 				best = fmt.Sprintf("%s (%s)", thousands(float64(n.OthersBestPerSec)), n.OthersBestPerSecOf)
 			}
-			pf("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %d of %d | %s |\n", workloadShortOf(c, rep.Settings.Keys), c.Callers, n.System, offered,
-				statText(n.DecisionsPerSec, thousands), statText(n.P99Ns, dur), n.P99Verdict, with, p99s, n.OthersMeeting, n.Others, best)
+			pf("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %d of %d | %s |\n", workloadShortOf(c, rep.Settings.Keys), c.Callers, n.System, offered,
+				statText(n.DecisionsPerSec, thousands), statText(n.P99Ns, dur), n.P99Verdict, cost, with, p99s, n.OthersMeeting, n.Others, best)
 		}
 	}
 	pf("\n")

@@ -111,6 +111,7 @@ func TestFloorSection(t *testing.T) {
 			c.Systems = append(c.Systems, name)
 			m := newMeasurement()
 			m.System, m.Round, m.Decisions, m.DecisionsPerSec, m.P99Ns = name, 1, 1000, 1000, nf(ms*1e6)
+			m.ClientCPUUs, m.RedisCPUUs, m.RedisCmds = 12, 3, 0.5
 			if w == halfPeak {
 				m.OfferedPerSec, m.AchievedFraction = 1000, 1
 			}
@@ -127,9 +128,9 @@ func TestFloorSection(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"## The floor: one bare round trip",
-		"| one limiter | 8 | floor | - | 1,000 | 500µs | yes | every system | 2ms (redis_rate) - 3ms (redlimit sliding-log) | 0 of 2 | 1,000 (",
-		"| half of peak | 1 | floor at redlimit's pace | 1,000 | 1,000 | 600µs | yes | redlimit's, paced like redlimit sliding-log | 2ms (redlimit sliding-log) - 2ms (redlimit sliding-log) | 0 of 1 | - |",
-		"| half of peak | 8 | floor | 1,000 | 1,000 | 1.5ms | no | every system | 2.5ms (redis_rate) - 4ms (redlimit token-bucket) | 0 of 3 | - |",
+		"| one limiter | 8 | floor | - | 1,000 | 500µs | yes | 12.0µs, 3.00µs, 0.50 | every system | 2ms (redis_rate) - 3ms (redlimit sliding-log) | 0 of 2 | 1,000 (",
+		"| half of peak | 1 | floor at redlimit's pace | 1,000 | 1,000 | 600µs | yes | 12.0µs, 3.00µs, 0.50 | redlimit's, paced like redlimit sliding-log | 2ms (redlimit sliding-log) - 2ms (redlimit sliding-log) | 0 of 1 | - |",
+		"| half of peak | 8 | floor | 1,000 | 1,000 | 1.5ms | no | 12.0µs, 3.00µs, 0.50 | every system | 2.5ms (redis_rate) - 4ms (redlimit token-bucket) | 0 of 3 | - |",
 		"even the floor at redlimit's pace has p99 above 1 ms at 8 callers: out of reach",
 		"meets p99 <= 1 ms at 1 caller where some of redlimit's systems do not: within reach",
 	} {

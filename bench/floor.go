@@ -27,7 +27,7 @@ const (
 	floorName   = "floor"
 	// floorPacedName is the floor in half-peak at the pace of redlimit's
 	// system with the lowest half-peak rate in the cell: the same offered
-	// load, so its p99 is a bare round trip's at redlimit's half of peak.
+	// load, so its p99 is the floor's at redlimit's half of peak.
 	floorPacedName = "floor at redlimit's pace"
 	// floorDuration caps the floor's measured window: it needs fewer
 	// seconds than the systems (one command, no state to warm) and keeps

@@ -111,8 +111,10 @@ func openTimes(sched, t0, t1, queueEnd time.Time) (lat, raw, lag time.Duration, 
 
 // runLoad runs callers goroutines asking t for one permit each in a loop:
 // warmup first (and until every caller has had an answer), then dur
-// measured. Calls that complete within the measured
-// window count; every timeEvery-th call of each caller is timed (timing
+// measured, and on until one timed call has been answered in the window
+// (so that no window is empty, however the machine schedules its callers:
+// a loaded machine can keep every caller off a CPU for a short window).
+// Calls that complete within the measured window count; every timeEvery-th call of each caller is timed (timing
 // costs about as much as an in-memory decision). snap reads the CPU
 // counters at the window's ends. With pace > 0 the callers are paced,
 // offering pace requests per second in all on a fixed schedule (a caller
@@ -150,6 +152,9 @@ func runLoad(ctx context.Context, t *target, callers int, seq []int32, pace floa
 	ready := make(chan struct{})
 	var unready atomic.Int64
 	unready.Store(int64(callers))
+	// answered is closed by the first timed call answered in the window.
+	answered := make(chan struct{})
+	var timedInWindow atomic.Bool
 	for g := range workers {
 		w := &worker{}
 		if open {
@@ -214,6 +219,9 @@ func runLoad(ctx context.Context, t *target, callers int, seq []int32, pace floa
 					}
 					if timed && err == nil {
 						w.hist.add(d)
+						if !timedInWindow.Load() && timedInWindow.CompareAndSwap(false, true) {
+							close(answered)
+						}
 						if open {
 							w.open.raw.add(raw)
 							if slept {
@@ -263,6 +271,17 @@ func runLoad(ctx context.Context, t *target, callers int, seq []int32, pace floa
 	phase.Store(measuring)
 	t1 := time.Now()
 	ok := sleep(dur)
+	if ok {
+		// A call stuck on a dead server does not hold the window open long.
+		wait.Reset(10 * time.Second)
+		select {
+		case <-answered:
+		case <-wait.C:
+		case <-ctx.Done():
+			ok = false
+		}
+		wait.Stop()
+	}
 	out.seconds = time.Since(t1).Seconds()
 	phase.Store(stopping)
 	out.after = snap()

@@ -290,19 +290,82 @@ local function counter_grant(now, rate, interval, n, tail, s1, p1, s2, p2)
   return true, later(rate - cur - ceildiv(prev * (interval - (now - w)), interval), 0), e, k, s1, p1, s2, p2
 end
 
+-- log_grant serves, as serve would (slidinglog.lua's acquire), a lone
+-- acquire of n on an Overall sliding log of the limiter hash key and list
+-- listKey, with state st (nil: none) and field t since, at start (µs),
+-- when it is granted at once: it returns the reply's now (µs) and the
+-- permits left. It returns nil, having changed nothing, when it is not
+-- (a wait, a refusal, a reservation queued) or the state or the list is
+-- not one it reads at a glance: serve answers. The list's head is read
+-- only in a new ms, or when a config changed since the state was
+-- written: every write trims the entries that left the window, and
+-- within a ms the cut stays. Entries are one per ms, so a new ms can
+-- have let at most one out per ms gone by; more than two: serve.
+local function log_grant(key, listKey, st, since, start, rate, interval, n, injected)
+  local now = floor(start / 1000)
+  local last, expiry, total = 0, 0, 0
+  if st then
+    local l, x, t = string.match(st, '^(%d+) (%d+) (%d+)$')
+    if not l then return nil end
+    last, total = tonumber(l), tonumber(t)
+    expiry = last + tonumber(x)
+    if last > now then now = last end
+  end
+  local newExpiry = now + interval
+  if now >= expiry then
+    -- No state, or past its expiry: the list goes, n is the one entry.
+    redis.call('DEL', listKey)
+    redis.call('RPUSH', listKey, str(now), str(n))
+    total = n
+  else
+    local k, sum = 0, 0
+    if now ~= last or floor(since / 1000) >= last then
+      local cut = now - interval
+      local head = redis.call('LRANGE', listKey, 0, 3)
+      while k < #head and tonumber(head[k + 1]) <= cut do
+        sum, k = sum + tonumber(head[k + 2]), k + 2
+      end
+      if k > 0 and k == #head then return nil end -- more may have left
+    end
+    total = total - sum
+    if total + n > rate then return nil end -- a wait or a refusal
+    local tail = redis.call('LRANGE', listKey, -2, -1)
+    if #tail < 2 then return nil end
+    local tAt = tonumber(tail[1])
+    if tAt > now then return nil end -- a reservation
+    if k > 0 then redis.call('LTRIM', listKey, k, -1) end
+    if tAt == now then
+      redis.call('LSET', listKey, -1, str(tonumber(tail[2]) + n))
+    else
+      redis.call('RPUSH', listKey, str(now), str(n))
+    end
+    total = total + n
+    -- An expiry kept keeps the list's TTL, set to it by Redis's clock.
+    if newExpiry == expiry and not injected then newExpiry = nil end
+  end
+  redis.call('HSET', key, 's', fmt('%d %d %d', now, interval, total))
+  if newExpiry then
+    local ttl = interval
+    if injected then ttl = ttl + 60000 end
+    redis.call('PEXPIRE', listKey, ttl)
+  end
+  return now * 1000, later(rate - total, 0)
+end
+
 -- serve_fast serves, as serve would, a limiter of one call, an acquire,
--- when it is an Overall fixed window, sliding counter, token bucket or
--- leaky bucket whose config is stored as sent, the acquire is granted at
--- once or refused (beyond the caller's wait, or a full queue; a sliding
--- counter's refusals go to serve), and the state is one it reads by one
--- string.match: a window of one window (a counter: two) and no
--- reservation, a bucket without a queue counted under the config. The rules are the algorithm's file's, the
--- state written the same, without the context, the algorithm's tables and
--- gmatch per number: the common call, on one limiter or on many keys.
--- Anything else returns false, having changed nothing, with what HMGET
--- read, for serve.
-local fixedAlgorithm, bucketAlgorithm, leakyAlgorithm, counterAlgorithm
-local function serve_fast(keys, argv, start, k, a, out, head)
+-- when it is an Overall fixed window, sliding counter, token bucket, leaky
+-- bucket or sliding log whose config is stored as sent, the acquire is
+-- granted at once or refused (beyond the caller's wait, or a full queue;
+-- a sliding counter's and a sliding log's refusals go to serve), and the
+-- state is one it reads by one string.match: a window of one window (a
+-- counter: two) and no reservation, a bucket without a queue counted
+-- under the config, a log without a reservation (log_grant). The rules
+-- are the algorithm's file's, the state written the same, without the
+-- context, the algorithm's tables and gmatch per number: the common call,
+-- on one limiter or on many keys. Anything else returns false, having
+-- changed nothing, with what HMGET read, for serve.
+local fixedAlgorithm, bucketAlgorithm, leakyAlgorithm, counterAlgorithm, logAlgorithm
+local function serve_fast(keys, argv, start, injected, k, a, out, head)
   local key = keys[k + 1]
   local got = redis.call('HMGET', key, 'c', 's', 't')
   local cfg, st = got[1], got[2]
@@ -312,7 +375,13 @@ local function serve_fast(keys, argv, start, k, a, out, head)
   if not p or p.mode ~= 'overall' or not n or not maxWait or n < 1 or n > p.most then return false, got end
   if not fixedAlgorithm then
     fixedAlgorithm, bucketAlgorithm, leakyAlgorithm = algorithms['fixed-window'], algorithms['token-bucket'], algorithms['leaky-bucket']
-    counterAlgorithm = algorithms['sliding-counter']
+    counterAlgorithm, logAlgorithm = algorithms['sliding-counter'], algorithms['sliding-log']
+  end
+  if p.impl == logAlgorithm then
+    local now, left = log_grant(key, keys[k + 2], st, tonumber(got[3]) or 0, start, p.rate, p.interval, n, injected)
+    if not now then return false, got end
+    out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, 1, left, 0
+    return true
   end
   local now, rate, interval = start, p.rate, p.interval * 1000
   if p.impl == fixedAlgorithm then
@@ -400,7 +469,7 @@ local function main(keys, argv)
     local done, got = false, nil
     if calls == 1 and argv[a + 2] == 'acquire' then
       -- An error (keys of a wrong type) is left to serve, which answers it.
-      local ok, r, g = pcall(serve_fast, keys, argv, start, k, a, out, head)
+      local ok, r, g = pcall(serve_fast, keys, argv, start, injected, k, a, out, head)
       if ok then done, got = r, g end
     end
     -- A limiter whose keys hold what redlimit did not write (a wrong type,

@@ -5,6 +5,8 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -80,4 +82,50 @@ func selfCPU() float64 {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// BenchmarkEightCallers measures 8 callers on one limiter: decisions per
+// second, Redis's CPU per decision and how many calls a script run
+// carries (at most 8: one run in flight per limiter).
+func BenchmarkEightCallers(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, alg := range redlimit.Algorithms {
+		b.Run(string(alg), func(b *testing.B) {
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 8, MaxRetries: -1, ContextTimeoutEnabled: true})
+			defer rdb.Close()
+			s, err := redisstore.New(rdb)
+			if err != nil {
+				b.Fatal(err)
+			}
+			l, err := redlimit.New(s, fmt.Sprint("eight-", alg, b.N), redlimit.WithConfig(redlimit.Config{Algorithm: alg, Rate: 10_000_000, Interval: 1e9}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			st0, cpu0 := s.Stats(), redisCPU(b, rdb)
+			b.ReportAllocs()
+			b.ResetTimer()
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= int64(b.N) {
+						if _, err := l.TryAcquire(ctx, 1); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			st := s.Stats()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+			b.ReportMetric((redisCPU(b, rdb)-cpu0)/float64(b.N)*1e6, "redis-µs/decision")
+			b.ReportMetric(float64(st.RunCalls-st0.RunCalls)/float64(st.ScriptRuns-st0.ScriptRuns), "calls/run")
+		})
+	}
 }

@@ -77,6 +77,7 @@ package batch
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -418,6 +419,11 @@ func (b *Batcher[K, C, R]) take() *batchRun[K, C, R] {
 func (b *Batcher[K, C, R]) background(r *batchRun[K, C, R]) {
 	for r != nil {
 		b.runOnce(r)
+		// The callers just answered mostly call again at once: yielding
+		// lets them queue before the next run is taken. Without it a busy
+		// log's callers split in two halves that take turns, one run in
+		// flight each, and a round trip carries half of them.
+		runtime.Gosched()
 		b.mu.Lock()
 		for i := range r.items {
 			b.finish(r.items[i].log)

@@ -76,9 +76,9 @@ func (l *Limiter) storeAcquire(ctx context.Context, known *Config, n int64, maxW
 // out: a Decision is large enough that returning it through each call
 // shows on the hot path.
 func (l *Limiter) storeCall(ctx context.Context, known *Config, n int64, maxWait time.Duration, out *Decision) (err error) {
-	if l.bound != nil {
+	if l.handle != nil {
 		var a direct.Answer[Config]
-		if a, err = l.bound.Acquire(ctx, l.key(), known, n, maxWait); err == nil {
+		if a, err = l.handle.Acquire(ctx, known, n, maxWait); err == nil {
 			*out = decisionOf(&a)
 		}
 	} else {

@@ -19,20 +19,31 @@ import (
 // gets its own (PerClient, by client ID). A Limiter is safe for concurrent use.
 type Limiter struct {
 	// The fields every acquire call reads come first, within the first
-	// 144 bytes: with many Limiters, a call on a cold one misses once per
-	// cache line it touches (five lines when they were spread out).
+	// cache line, followed by the held record's current slot: with many
+	// Limiters, a call on a cold one misses once per cache line it
+	// touches.
 
 	// obs is WithObserver's; nil: none, and nothing is measured.
 	obs Observer
-	// bound is store's own handle on this name, when it has one (a
-	// memory store): acquire calls go through it.
-	bound  direct.Handle[Key, Config]
-	name   string
-	client string
-
+	// bound is handle when acquire calls go to it as they are, with no
+	// share of the deadline to apply (storeAcquire's first case).
+	bound direct.Handle[Key, Config]
 	// known is the last config seen, sent along so that a store that lost
 	// it heals; nil until one is known. Never written once stored.
 	known atomic.Pointer[Config]
+	// overridePending: WithConfigOverride's, until it has been applied.
+	overridePending atomic.Bool
+	// drifting: the stored config last seen differs from wanted.
+	drifting atomic.Bool
+	clock    clock.Clock
+	// held records the grants this Limiter may still hand back (Release).
+	held held
+
+	// handle is store's own handle on this Limiter's key, when it has
+	// one (a memory store): store calls go through it.
+	handle direct.Handle[Key, Config]
+	name   string
+	client string
 	// maxWait bounds every call's wait (WithMaxWait); negative: none.
 	maxWait time.Duration
 	// storeShare: the part of a deadline the store may use when something
@@ -40,14 +51,6 @@ type Limiter struct {
 	storeShare float64
 	policy     FailurePolicy
 	fallback   Store
-	clock      clock.Clock
-
-	// overridePending: WithConfigOverride's, until it has been applied.
-	overridePending atomic.Bool
-	// drifting: the stored config last seen differs from wanted.
-	drifting atomic.Bool
-	// held records the grants this Limiter may still hand back (Release).
-	held held
 
 	store Store
 	share float64
@@ -87,7 +90,11 @@ const (
 type held struct {
 	// cur is the slot grants are added to while they fall in its slice.
 	cur atomic.Pointer[heldSlot]
-	mu  sync.Mutex
+	// inline are the record's first slots, made with the Limiter: one
+	// used seldom (one key among many), whose grants stop holding before
+	// a third comes, never allocates. Next to cur: one cache line less.
+	inline [heldInline]heldSlot
+	mu     sync.Mutex
 	// The slots in the order made, a list from oldest to newest, of
 	// count slots (under mu).
 	oldest, newest *heldSlot
@@ -98,10 +105,6 @@ type held struct {
 	free   *heldSlot
 	unused []heldSlot
 	made   int
-	// inline are the record's first slots, made with the Limiter: one
-	// used seldom (one key among many), whose grants stop holding before
-	// a third comes, never allocates.
-	inline [heldInline]heldSlot
 }
 
 // heldInline is how many slots a record has without allocating.
@@ -538,8 +541,11 @@ func New(store Store, name string, opts ...Option) (*Limiter, error) {
 	if b, ok := store.(direct.Binder[Key, Config]); ok {
 		// Not a type that embeds the store, whose own Acquire would be
 		// skipped.
-		if h := b.Bind(direct.Token{}, name); h.Owner() == any(store) {
-			l.bound = h
+		if h := b.Bind(direct.Token{}, l.key()); h.Owner() == any(store) {
+			l.handle = h
+			if l.storeShare >= 1 || l.fallback == nil && l.policy != FailOpen {
+				l.bound = h
+			}
 		}
 	}
 	if l.override {
@@ -839,10 +845,7 @@ func (l *Limiter) Config(ctx context.Context) (Config, error) {
 
 // TryAcquire grants n permits now or refuses at once.
 func (l *Limiter) TryAcquire(ctx context.Context, n int64) (Result, error) {
-	if l.obs != nil {
-		return l.observedAcquire(ctx, n, 0, false)
-	}
-	return l.acquire(ctx, n, 0)
+	return l.acquire(ctx, n, 0, true) // inlined: the Result is copied once
 }
 
 // TryAcquireWait grants n permits, waiting up to maxWait (and no longer than
@@ -854,10 +857,7 @@ func (l *Limiter) TryAcquireWait(ctx context.Context, n int64, maxWait time.Dura
 	if maxWait < 0 {
 		return Result{}, &ArgumentError{Arg: "wait", Value: maxWait.String(), Reason: "must not be negative", Kind: ErrInvalidArgument}
 	}
-	if l.obs != nil {
-		return l.observedAcquire(ctx, n, maxWait, false)
-	}
-	return l.acquire(ctx, n, maxWait)
+	return l.acquire(ctx, n, maxWait, true)
 }
 
 // Acquire waits until n permits are granted or ctx ends. It returns a nil
@@ -888,7 +888,7 @@ func (l *Limiter) Acquire(ctx context.Context, n int64) (Result, error) {
 
 // mustAcquire is Acquire.
 func (l *Limiter) mustAcquire(ctx context.Context, n int64) (Result, error) {
-	r, err := l.acquire(ctx, n, -1)
+	r, err := l.acquire(ctx, n, -1, false)
 	if err == nil && !r.Allowed {
 		// A refusal of the fallback store (the stores' own refusals
 		// are errors already), with its reason where it has one.
@@ -906,8 +906,12 @@ func (l *Limiter) mustAcquire(ctx context.Context, n int64) (Result, error) {
 const handBackTimeout = 2 * time.Second
 
 // acquire asks the store for n permits, waiting at most maxWait (negative:
-// Acquire, as long as ctx lasts, and a refusal is an error).
-func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (Result, error) {
+// Acquire, as long as ctx lasts, and a refusal is an error); observed: the
+// Observer, if any, is told (observedAcquire).
+func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration, observed bool) (Result, error) {
+	if observed && l.obs != nil {
+		return l.observedAcquire(ctx, n, maxWait, false)
+	}
 	if l.overridePending.Load() {
 		l.applyOverride(ctx)
 	}
@@ -922,24 +926,26 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		left := time.Until(dl)
-		if left < 0 {
-			left = 0
-		}
-		if maxWait < 0 || left < maxWait {
-			maxWait = left
-		}
-	}
 	bounded := false // WithMaxWait's bound, not the deadline, applies
-	if l.maxWait >= 0 && (maxWait < 0 || l.maxWait < maxWait) {
-		maxWait, bounded = l.maxWait, true
+	if maxWait != 0 {
+		// A wait of zero (TryAcquire) is bounded by neither.
+		if dl, ok := ctx.Deadline(); ok {
+			left := time.Until(dl)
+			if left < 0 {
+				left = 0
+			}
+			if maxWait < 0 || left < maxWait {
+				maxWait = left
+			}
+		}
+		if l.maxWait >= 0 && (maxWait < 0 || l.maxWait < maxWait) {
+			maxWait, bounded = l.maxWait, true
+		}
 	}
-	var d Decision
-	if b := l.bound; b != nil && (l.storeShare >= 1 || l.fallback == nil && l.policy != FailOpen) {
+	if l.bound != nil {
 		// A bound store (storeAcquire's first case): its short answer,
 		// the common outcomes taken from it directly.
-		a, err := b.Acquire(ctx, l.key(), known, n, maxWait)
+		a, err := l.bound.Acquire(ctx, known, n, maxWait)
 		if err != nil {
 			return l.degraded(ctx, n, maxWait, err)
 		}
@@ -951,21 +957,25 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 		if !a.Granted && !mustGrant {
 			return Result{Remaining: a.Remaining, RetryAfter: time.Duration(a.Wait) * time.Microsecond}, nil
 		}
-		d = decisionOf(&a)
-	} else {
-		if err := l.storeAcquire(ctx, known, n, maxWait, &d); err != nil {
-			return l.degraded(ctx, n, maxWait, err)
-		}
-		l.rememberAcquired(&d.Config)
+		d := decisionOf(&a)
+		return l.decided(ctx, &d, n, mustGrant, bounded)
 	}
-	// The answers that need no sleep, as wait gives them, inline: passing
-	// the Decision to a call, and a Result back from one, is a copy of
-	// both on the hot path of every call (measure with BenchmarkTryAcquire
-	// in memstore).
+	var d Decision
+	if err := l.storeAcquire(ctx, known, n, maxWait, &d); err != nil {
+		return l.degraded(ctx, n, maxWait, err)
+	}
+	l.rememberAcquired(&d.Config)
+	return l.decided(ctx, &d, n, mustGrant, bounded)
+}
+
+// decided is acquire's Result for the store's Decision: the answers that
+// need no sleep as wait gives them, without copying the Decision (measure
+// with BenchmarkTryAcquire in memstore).
+func (l *Limiter) decided(ctx context.Context, d *Decision, n int64, mustGrant, bounded bool) (Result, error) {
 	if !d.Granted {
 		r := Result{Remaining: d.Remaining, RetryAfter: d.Wait, cached: d.Cached}
 		if mustGrant {
-			return r, refusal(ctx, &d, bounded)
+			return r, refusal(ctx, d, bounded)
 		}
 		return r, nil
 	}
@@ -973,7 +983,7 @@ func (l *Limiter) acquire(ctx context.Context, n int64, maxWait time.Duration) (
 		l.held.add(&d.Config, d.At.UnixMilli(), n, l.clock)
 		return Result{Allowed: true, Remaining: d.Remaining, At: d.At, Waited: d.Wait}, nil
 	}
-	return l.wait(ctx, d, n)
+	return l.wait(ctx, *d, n)
 }
 
 // refusal is Acquire's error for a refused decision: a store refuses a

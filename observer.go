@@ -227,7 +227,7 @@ func (l *Limiter) observedAcquire(ctx context.Context, n int64, maxWait time.Dur
 	if must {
 		r, err = l.mustAcquire(ctx, n)
 	} else {
-		r, err = l.acquire(ctx, n, maxWait)
+		r, err = l.acquire(ctx, n, maxWait, false)
 	}
 	l.observe(ctx, OpAcquire, start, n, &r, err)
 	return r, err

@@ -40,6 +40,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithm"
+	"github.com/redlimit/redlimit/algorithm/tokenbucket"
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/direct"
 )
@@ -622,25 +623,75 @@ func (s *Store) acquire(ctx context.Context, key redlimit.Key, known *redlimit.C
 // handle is a name's limiter, bound (direct.Handle): found once, and again
 // only when it left the store.
 type handle struct {
-	s    *Store
-	sh   *shard
-	name string
-	l    atomic.Pointer[limiter]
+	s   *Store
+	sh  *shard
+	key redlimit.Key
+	l   atomic.Pointer[limiter]
 }
 
 // Bind implements direct.Binder, for package redlimit's Limiter: its calls
 // then skip the name's lookup. It is not for use elsewhere.
-func (s *Store) Bind(_ direct.Token, name string) direct.Handle[redlimit.Key, redlimit.Config] {
-	return &handle{s: s, sh: s.shard(name), name: name}
+func (s *Store) Bind(_ direct.Token, key redlimit.Key) direct.Handle[redlimit.Key, redlimit.Config] {
+	return &handle{s: s, sh: s.shard(key.Name), key: key}
 }
 
 // Owner implements direct.Handle.
 func (h *handle) Owner() any { return h.s }
 
 // Acquire implements direct.Handle.
-func (h *handle) Acquire(ctx context.Context, key redlimit.Key, known *redlimit.Config, n int64, maxWait time.Duration) (out answer, err error) {
-	err = h.s.acquire(ctx, key, known, n, maxWait, &out, h)
+func (h *handle) Acquire(ctx context.Context, known *redlimit.Config, n int64, maxWait time.Duration) (out answer, err error) {
+	if !h.fast(ctx, known, n, maxWait, &out) {
+		err = h.s.acquire(ctx, h.key, known, n, maxWait, &out, h)
+	}
 	return out, err
+}
+
+// fast is acquire's common case, for a Limiter that knows the stored
+// config by its very pointer (the config it was last answered under): the
+// limiter found at once, its config neither expiring nor to be checked,
+// its Overall log in use and no sweep due. It fills *out and reports true,
+// or changes nothing and reports false for acquire to answer. It gives
+// the answers acquire would, in the same order of checks.
+func (h *handle) fast(ctx context.Context, known *redlimit.Config, n int64, maxWait time.Duration, out *answer) bool {
+	l := h.l.Load()
+	if l == nil {
+		return false
+	}
+	c := l.cfg.Load()
+	if c == nil || &c.Config != known || n <= 0 || n > c.max || ctx.Err() != nil {
+		return false
+	}
+	now := h.s.nowUS()
+	l.mu.Lock()
+	lg := l.overallLog(c, now)
+	if lg == nil || l.dead.Load() || l.expiresAt != 0 || l.cfg.Load() != c {
+		l.mu.Unlock()
+		return false
+	}
+	out.Config = &c.Config
+	if tb, ok := lg.State.(*tokenbucket.State); ok {
+		// The most common limit's grant, without the interface call and
+		// the Decision (its unit is the µs).
+		if rem, ok := tb.Take(now, &c.lim, n); ok {
+			out.Granted, out.Remaining, out.At, out.Now = true, rem, now, now
+			h.s.done(h.sh, l, now)
+			return true
+		}
+	}
+	u := c.unit
+	d := lg.Acquire(now/u, l.limit(c), n, waitUnits(maxWait, u))
+	out.Granted, out.Remaining, out.Wait, out.Now = d.Granted, d.Remaining, d.Wait*u, d.Now*u
+	if d.Granted {
+		out.At = d.At * u
+	} else if full := c.spec.Full; full != nil && maxWait != 0 {
+		if maxWait < 0 {
+			out.Full = true
+		} else {
+			out.Full = full(lg.State, now/u, c.lim, n)
+		}
+	}
+	h.s.done(h.sh, l, now)
+	return true
 }
 
 // open is Store.open for the bound name: its limiter, locked.
@@ -652,7 +703,7 @@ func (h *handle) open(create bool) *limiter {
 		}
 		l.mu.Unlock()
 	}
-	l := h.s.open(h.sh, h.name, create)
+	l := h.s.open(h.sh, h.key.Name, create)
 	if l != nil {
 		h.l.Store(l)
 	}

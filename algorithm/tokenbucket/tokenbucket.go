@@ -50,7 +50,11 @@
 // at the new size.
 package tokenbucket
 
-import "github.com/redlimit/redlimit/algorithm"
+import (
+	"math/bits"
+
+	"github.com/redlimit/redlimit/algorithm"
+)
 
 // State is one token bucket. The zero value is a full bucket.
 type State struct {
@@ -68,7 +72,38 @@ func remaining(d algorithm.Deficit, lim algorithm.Limit) int64 {
 
 // Acquire implements algorithm.State; n <= lim.Burst.
 func (s *State) Acquire(now int64, lim algorithm.Limit, n, maxWait int64) algorithm.Decision {
+	if rem, ok := s.Take(now, &lim, n); ok {
+		return algorithm.Decision{Granted: true, At: now, Remaining: rem, Now: now}
+	}
 	return s.AcquireAt(now, lim, n, maxWait, 0)
+}
+
+// Take is Acquire's common case, for a store's hot path: n tokens granted
+// at once (at now, no wait) from a bucket counted under lim with no
+// reservation waiting. It returns the tokens left and true, as Acquire
+// would; in any other case it changes nothing and returns false, for
+// Acquire to answer. It takes the steps AcquireAt takes then, the refill's
+// test made by a multiply where drain divides. lim.Since plays no part:
+// it matters only to a bucket counted under another config.
+func (s *State) Take(now int64, lim *algorithm.Limit, n int64) (remaining int64, ok bool) {
+	if s.Rate != lim.Rate || s.Scale != lim.Interval || s.Burst != lim.Burst || s.Live != 0 || now < s.Last {
+		return 0, false
+	}
+	owed := s.Owed
+	if elapsed := now - s.Last; elapsed > 0 && owed > 0 {
+		// elapsed >= CeilDiv(owed, Rate), without overflow.
+		if hi, lo := bits.Mul64(uint64(elapsed), uint64(s.Rate)); hi != 0 || lo >= uint64(owed) {
+			owed = 0
+		} else {
+			owed -= int64(lo)
+		}
+	}
+	after, size := owed+n*lim.Interval, lim.Burst*lim.Interval
+	if after > size {
+		return 0, false
+	}
+	s.Owed, s.Last, s.Expiry = after, now, now+algorithm.CeilDiv(after, s.Rate)
+	return (size - after) / lim.Interval, true
 }
 
 // AcquireAt implements algorithm.State: a grant later than its own

@@ -17,9 +17,9 @@ type Token struct{}
 
 // Binder is a store whose limiters a Limiter can bind itself to.
 type Binder[K, C any] interface {
-	// Bind returns the handle of the limiter called name (which need not
-	// exist yet). name is valid.
-	Bind(tok Token, name string) Handle[K, C]
+	// Bind returns the handle of key's limiter (which need not exist
+	// yet), for the calls of key's client. key's name is valid.
+	Bind(tok Token, key K) Handle[K, C]
 }
 
 // Handle is one name's limiter in a store, bound.
@@ -28,9 +28,8 @@ type Handle[K, C any] interface {
 	// store (and may override its Acquire) has its Bind method too: the
 	// caller binds only when Owner is the very store it was given.
 	Owner() any
-	// Acquire is Store.Acquire on the bound name (key.Name is it). known
-	// is not written.
-	Acquire(ctx context.Context, key K, known *C, n int64, maxWait time.Duration) (Answer[C], error)
+	// Acquire is Store.Acquire for the bound key. known is not written.
+	Acquire(ctx context.Context, known *C, n int64, maxWait time.Duration) (Answer[C], error)
 }
 
 // Answer is Store.Acquire's Decision in short: instants and durations in

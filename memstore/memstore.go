@@ -639,48 +639,44 @@ func (s *Store) Bind(_ direct.Token, key redlimit.Key) direct.Handle[redlimit.Ke
 func (h *handle) Owner() any { return h.s }
 
 // Acquire implements direct.Handle.
-func (h *handle) Acquire(ctx context.Context, known *redlimit.Config, n int64, maxWait time.Duration) (out answer, err error) {
-	if !h.fast(ctx, known, n, maxWait, &out) {
-		err = h.s.acquire(ctx, h.key, known, n, maxWait, &out, h)
+func (h *handle) Acquire(ctx context.Context, known *redlimit.Config, n int64, maxWait time.Duration) (answer, error) {
+	// The common case, for a Limiter that knows the stored config by its
+	// very pointer (the config it was last answered under): the limiter
+	// found at once, its config neither expiring nor to be checked, its
+	// Overall log in use and no sweep due. Anything else goes to acquire,
+	// which makes the same checks in the same order.
+	if l := h.l.Load(); l != nil {
+		if c := l.cfg.Load(); c != nil && &c.Config == known && n > 0 && n <= c.max && ctx.Err() == nil {
+			now := h.s.nowUS()
+			l.mu.Lock()
+			if lg := l.overallLog(c, now); lg != nil && !l.dead.Load() && l.expiresAt == 0 && l.cfg.Load() == c {
+				if tb, ok := lg.State.(*tokenbucket.State); ok {
+					// The most common limit's grant, without the
+					// interface call and the Decision (its unit is
+					// the µs).
+					if rem, ok := tb.Take(now, &c.lim, n); ok {
+						h.s.done(h.sh, l, now)
+						return answer{Granted: true, Remaining: rem, At: now, Now: now, Config: &c.Config}, nil
+					}
+				}
+				var out answer
+				h.decide(l, lg, c, now, n, maxWait, &out)
+				return out, nil
+			}
+			l.mu.Unlock()
+		}
 	}
+	var out answer
+	err := h.s.acquire(ctx, h.key, known, n, maxWait, &out, h)
 	return out, err
 }
 
-// fast is acquire's common case, for a Limiter that knows the stored
-// config by its very pointer (the config it was last answered under): the
-// limiter found at once, its config neither expiring nor to be checked,
-// its Overall log in use and no sweep due. It fills *out and reports true,
-// or changes nothing and reports false for acquire to answer. It gives
-// the answers acquire would, in the same order of checks.
-func (h *handle) fast(ctx context.Context, known *redlimit.Config, n int64, maxWait time.Duration, out *answer) bool {
-	l := h.l.Load()
-	if l == nil {
-		return false
-	}
-	c := l.cfg.Load()
-	if c == nil || &c.Config != known || n <= 0 || n > c.max || ctx.Err() != nil {
-		return false
-	}
-	now := h.s.nowUS()
-	l.mu.Lock()
-	lg := l.overallLog(c, now)
-	if lg == nil || l.dead.Load() || l.expiresAt != 0 || l.cfg.Load() != c {
-		l.mu.Unlock()
-		return false
-	}
-	out.Config = &c.Config
-	if tb, ok := lg.State.(*tokenbucket.State); ok {
-		// The most common limit's grant, without the interface call and
-		// the Decision (its unit is the µs).
-		if rem, ok := tb.Take(now, &c.lim, n); ok {
-			out.Granted, out.Remaining, out.At, out.Now = true, rem, now, now
-			h.s.done(h.sh, l, now)
-			return true
-		}
-	}
+// decide is acquire's decision on lg, l's Overall log under c, into *out;
+// it ends the call (l.mu is held).
+func (h *handle) decide(l *limiter, lg *log, c *conf, now, n int64, maxWait time.Duration, out *answer) {
 	u := c.unit
 	d := lg.Acquire(now/u, l.limit(c), n, waitUnits(maxWait, u))
-	out.Granted, out.Remaining, out.Wait, out.Now = d.Granted, d.Remaining, d.Wait*u, d.Now*u
+	out.Granted, out.Remaining, out.Wait, out.Now, out.Config = d.Granted, d.Remaining, d.Wait*u, d.Now*u, &c.Config
 	if d.Granted {
 		out.At = d.At * u
 	} else if full := c.spec.Full; full != nil && maxWait != 0 {
@@ -691,7 +687,6 @@ func (h *handle) fast(ctx context.Context, known *redlimit.Config, n int64, maxW
 		}
 	}
 	h.s.done(h.sh, l, now)
-	return true
 }
 
 // open is Store.open for the bound name: its limiter, locked.

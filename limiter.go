@@ -204,7 +204,6 @@ func (h *held) addSlot(cfg *Config, ms, n int64, now time.Time) {
 	// longer than any of its grants.
 	local := now.UnixNano() + (until-ms)*int64(time.Millisecond)
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.count >= 2*holdSlices {
 		h.prune(now.UnixNano())
 	}
@@ -254,6 +253,7 @@ func (h *held) addSlot(cfg *Config, ms, n int64, now time.Time) {
 	h.newest = s
 	h.count++
 	h.cur.Store(s)
+	h.mu.Unlock()
 }
 
 // grow makes slots: the inline ones first, then in chunks of as many as

@@ -41,6 +41,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithm"
+	"github.com/redlimit/redlimit/algorithm/slidinglog"
 	"github.com/redlimit/redlimit/algorithm/tokenbucket"
 	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/direct"
@@ -710,6 +711,14 @@ func (h *handle) Acquire(ctx context.Context, known *redlimit.Config, n int64, m
 					if rem, ok := tb.Take(now, &c.lim, n); ok {
 						h.s.done(h.sh, l, now)
 						return answer{Granted: true, Remaining: rem, At: now, Now: now, Config: &c.Config}, nil
+					}
+				}
+				if sl, ok := lg.State.(*slidinglog.State); ok {
+					// The same for a sliding log (its unit is the ms).
+					t := now / c.unit
+					if rem, ok := sl.Take(t, &c.lim, n); ok {
+						h.s.done(h.sh, l, now)
+						return answer{Granted: true, Remaining: rem, At: t * c.unit, Now: t * c.unit, Config: &c.Config}, nil
 					}
 				}
 				var out answer

@@ -260,19 +260,51 @@ func (s *Store) runKeyed(ctx context.Context, works []*keyWork) {
 	setKeyedResults(works, size, raw, err)
 }
 
-// batchArgs is policy_batch's KEYS and ARGV for the calls of works.
+// batchArgs is policy_batch's KEYS and ARGV for the calls of works. A
+// call whose ARGV[5..] (the policy as the client knows it) is the call's
+// before sends only its ARGV[2..4]: Redis then parses, and its Lua
+// interns, half the strings per call.
 func batchArgs(works []*keyWork, size int, now string) ([]string, []any) {
-	var keys []string
-	args := make([]any, 1, 1+size*12)
+	nk := 0
+	for _, w := range works {
+		for _, c := range w.Calls {
+			nk += len(c.keys)
+		}
+	}
+	keys := make([]string, 0, nk)
+	args := make([]any, 1, 1+size*6+8)
 	args[0] = now
+	var prev []any
 	for _, w := range works {
 		for _, c := range w.Calls {
 			keys = append(keys, c.keys...)
+			if prev != nil && samePolicyArgs(prev, c.args) {
+				args = append(args, len(c.keys), policyArgsAt, c.args[1], c.args[2], c.args[3])
+				continue
+			}
 			args = append(args, len(c.keys), len(c.args))
 			args = append(args, c.args[1:]...)
+			prev = c.args
 		}
 	}
 	return keys, args
+}
+
+// policyArgsAt is the index of a keyed call's first ARGV of its policy
+// (epoch, version, ...): the number of ARGV a call sends without them.
+const policyArgsAt = 4
+
+// samePolicyArgs reports whether two keyed calls' ARGV[5..] are alike.
+func samePolicyArgs(a, b []any) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := policyArgsAt; i < len(a); i++ {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // setKeyedResults sets the results of works from policy_batch's reply raw

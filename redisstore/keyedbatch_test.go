@@ -322,3 +322,37 @@ func grantedCount(rs []redlimit.Result) int {
 	}
 	return n
 }
+
+// TestKeyedBatchSendsPolicyOnce: in a run, a call of the same policy as
+// the call before sends only its op, permits and wait, and one of another
+// policy sends its policy again (TestKeyedBatchEqualsAlone checks the
+// answers of such runs).
+func TestKeyedBatchSendsPolicyOnce(t *testing.T) {
+	limits := limitsArg([]redlimit.Config{redlimit.PerSecond(10)})
+	a, err := makeEntry(limits, 1, 7, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := makeEntry(limits, 2, 7, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(e *policyEntry, key string, n int64) keyedCall {
+		k := redlimit.PolicyKey{Policy: "p", Key: key}
+		return keyedCall{keys: policyStateKeys(DefaultPrefix, k, e.listKeys()), args: e.callArgs(keyAcquire, n, 0, false, "", nil)}
+	}
+	w := &keyWork{Calls: []keyedCall{call(a, "x", 1), call(a, "y", 2), call(b, "z", 3), call(a, "w", 4)}}
+	keys, args := batchArgs([]*keyWork{w}, len(w.Calls), "now")
+	if len(keys) != 8 {
+		t.Fatalf("keys %q", keys)
+	}
+	full := len(w.Calls[0].args) - 1
+	short := []any{2, policyArgsAt, keyAcquire, int64(2), int64(0)}
+	// now; x in full; y short; z and w in full (each after another policy).
+	if len(args) != 1+3*(2+full)+len(short) {
+		t.Fatalf("args %v", args)
+	}
+	if got := args[1+2+full : 1+2+full+len(short)]; !reflect.DeepEqual(got, short) {
+		t.Fatalf("the second call sent %v, want %v", got, short)
+	}
+}

@@ -84,7 +84,8 @@ func policyConfigKey(prefix, name string) string {
 }
 
 // policyStateKeys returns the KEYS of policy.lua: the key's state and one
-// list per limit.
+// list per limit (limits: how many; 0 when no limit keeps a list, as
+// policy.lua touches a limit's list only where its algorithm keeps one).
 func policyStateKeys(prefix string, k redlimit.PolicyKey, limits int) []string {
 	base := prefix + "{" + nameEscaper.Replace(k.Policy) + "%:" + nameEscaper.Replace(k.Key) + "}"
 	keys := make([]string, 1+limits)
@@ -103,7 +104,10 @@ type policyEntry struct {
 	cfg  redlimit.PolicyConfig
 	args []any // epoch, version, since, then the limits
 	most int64
-	read time.Time // when it was read (time.Now)
+	// lists: a limit keeps a list (sliding log), so calls send every
+	// limit's list key.
+	lists bool
+	read  time.Time // when it was read (time.Now)
 }
 
 // policyCacheMax bounds the policies a store caches.
@@ -228,6 +232,7 @@ func makeEntry(limits string, version, epoch, since int64) (*policyEntry, error)
 		cfg.Since = time.UnixMicro(since)
 	}
 	args := make([]any, 3, 3+len(parts))
+	lists := false
 	args[0] = strconv.FormatInt(epoch, 36)
 	args[1] = strconv.FormatInt(version, 36)
 	args[2] = strconv.FormatInt(since, 10)
@@ -241,11 +246,16 @@ func makeEntry(limits string, version, epoch, since int64) (*policyEntry, error)
 		}
 		cfg.Limits[i] = c
 		args = append(args, p)
+		switch c.Algorithm {
+		case redlimit.FixedWindow, redlimit.SlidingCounter, redlimit.TokenBucket, redlimit.LeakyBucket:
+		default:
+			lists = true
+		}
 	}
 	if version < 1 || epoch < 1 {
 		return nil, fmt.Errorf("%w: policy version %d, epoch %d", redlimit.ErrCorrupt, version, epoch)
 	}
-	return &policyEntry{cfg: cfg, args: args, most: cfg.MaxPermits(), read: time.Now()}, nil
+	return &policyEntry{cfg: cfg, args: args, most: cfg.MaxPermits(), lists: lists, read: time.Now()}, nil
 }
 
 // limitsArg is the limits as policyconfig.lua stores them.
@@ -423,8 +433,9 @@ const (
 const maxStale = 3
 
 // keyed runs one call of policy.lua, reading the policy again when the
-// key's state says it is stale. It returns the reply after the flag.
-func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit.PolicyConfig, op string, n, arg int64) (*policyEntry, int64, []int64, error) {
+// key's state says it is stale. It returns the reply from its flag on
+// (0 or 1).
+func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit.PolicyConfig, op string, n, arg int64) (*policyEntry, int64, replyNums, error) {
 	if err := k.Validate(); err != nil {
 		return nil, 0, nil, err
 	}
@@ -450,7 +461,7 @@ func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit
 				}
 			}
 		}
-		raw, err := s.keyedRun(ctx, policyStateKeys(s.prefix, k, len(e.cfg.Limits)), e.callArgs(op, n, arg, fresh, oldVersion, old))
+		raw, err := s.keyedRun(ctx, policyStateKeys(s.prefix, k, e.listKeys()), e.callArgs(op, n, arg, fresh, oldVersion, old))
 		if err != nil {
 			return nil, 0, nil, wrap(err)
 		}
@@ -458,19 +469,19 @@ func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit
 		if !ok || len(r) < 2 {
 			return nil, 0, nil, fmt.Errorf("%w: unexpected keyed reply %T", redlimit.ErrCorrupt, raw)
 		}
-		nums := make([]int64, len(r))
-		for i, v := range r {
-			if nums[i], ok = v.(int64); !ok {
+		for _, v := range r {
+			if _, ok = v.(int64); !ok {
 				return nil, 0, nil, fmt.Errorf("%w: keyed reply element %T", redlimit.ErrCorrupt, v)
 			}
 		}
-		switch nums[1] {
-		case 0:
-			return e, nums[0], nums[2:], nil
+		nums := replyNums(r)
+		switch nums.at(1) {
+		case 0, 1:
+			return e, nums.at(0), nums[1:], nil
 		case -5:
-			if attempt < maxStale && len(nums) == 3 && oldVersion != strconv.FormatInt(nums[2], 36) {
-				oldVersion = strconv.FormatInt(nums[2], 36)
-				if old, err = s.oldLimits(ctx, k.Policy, nums[2]); err != nil {
+			if attempt < maxStale && len(nums) == 3 && oldVersion != strconv.FormatInt(nums.at(2), 36) {
+				oldVersion = strconv.FormatInt(nums.at(2), 36)
+				if old, err = s.oldLimits(ctx, k.Policy, nums.at(2)); err != nil {
 					return nil, 0, nil, err
 				}
 				continue
@@ -489,6 +500,14 @@ func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit
 			return nil, 0, nil, fmt.Errorf("%w: key %q of policy %q holds what redlimit did not write", redlimit.ErrCorrupt, k.Key, k.Policy)
 		}
 	}
+}
+
+// listKeys is how many list keys a call under e sends (policyStateKeys).
+func (e *policyEntry) listKeys() int {
+	if e.lists {
+		return len(e.cfg.Limits)
+	}
+	return 0
 }
 
 // callArgs is policy.lua's ARGV for a call under e, ARGV[1] (now) left
@@ -577,14 +596,34 @@ func (s *Store) runFunction(ctx context.Context, function any, script *redis.Scr
 	})
 }
 
+// replyNums is a keyed reply's numbers, each an int64 (keyed checks):
+// read in place, as a copy would cost an allocation per call.
+type replyNums []any
+
+func (r replyNums) at(i int) int64 {
+	n, _ := r[i].(int64)
+	return n
+}
+
 // decision reads an acquire's or a status's reply.
-func (e *policyEntry) decision(now int64, r []int64) (redlimit.PolicyDecision, error) {
+func (e *policyEntry) decision(now int64, r replyNums) (redlimit.PolicyDecision, error) {
 	l := len(e.cfg.Limits)
+	if r.at(0) == 1 {
+		// Granted at once by the one limit: remaining, reset-after.
+		if len(r) != 3 || l != 1 {
+			return redlimit.PolicyDecision{}, fmt.Errorf("%w: keyed grant of %d numbers for %d limits", redlimit.ErrCorrupt, len(r), l)
+		}
+		d := redlimit.PolicyDecision{Granted: true, Refused: -1, Now: time.UnixMicro(now), Policy: e.cfg,
+			Limits: []redlimit.LimitState{{Remaining: r.at(1), ResetAfter: time.Duration(r.at(2)) * time.Microsecond}}}
+		d.At = d.Now
+		return d, nil
+	}
+	r = r[1:]
 	if len(r) != 4+3*l {
 		return redlimit.PolicyDecision{}, fmt.Errorf("%w: keyed reply of %d numbers for %d limits", redlimit.ErrCorrupt, len(r), l)
 	}
-	d := redlimit.PolicyDecision{Granted: r[0] == 1, Full: r[1] == 1, Refused: int(r[2]) - 1,
-		Wait: time.Duration(r[3]) * time.Microsecond, Now: time.UnixMicro(now), Policy: e.cfg,
+	d := redlimit.PolicyDecision{Granted: r.at(0) == 1, Full: r.at(1) == 1, Refused: int(r.at(2)) - 1,
+		Wait: time.Duration(r.at(3)) * time.Microsecond, Now: time.UnixMicro(now), Policy: e.cfg,
 		Limits: make([]redlimit.LimitState, l)}
 	if d.Refused < -1 || d.Refused >= l {
 		return redlimit.PolicyDecision{}, fmt.Errorf("%w: refusing limit %d of %d", redlimit.ErrCorrupt, d.Refused, l)
@@ -594,7 +633,7 @@ func (e *policyEntry) decision(now int64, r []int64) (redlimit.PolicyDecision, e
 	}
 	for i := range d.Limits {
 		x := r[4+3*i:]
-		d.Limits[i] = redlimit.LimitState{Remaining: x[0], ResetAfter: time.Duration(x[1]) * time.Microsecond, Wait: time.Duration(x[2]) * time.Microsecond}
+		d.Limits[i] = redlimit.LimitState{Remaining: x.at(0), ResetAfter: time.Duration(x.at(1)) * time.Microsecond, Wait: time.Duration(x.at(2)) * time.Microsecond}
 	}
 	return d, nil
 }
@@ -635,12 +674,16 @@ func (s *Store) releaseKey(ctx context.Context, k redlimit.PolicyKey, known redl
 	return handedBack(r, err)
 }
 
-func handedBack(r []int64, err error) (int64, error) {
+func handedBack(r replyNums, err error) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if len(r) != 1 || r[0] < 0 {
-		return 0, fmt.Errorf("%w: keyed hand-back reply %v", redlimit.ErrCorrupt, r)
+	if r.at(0) != 0 {
+		return 0, fmt.Errorf("%w: keyed hand-back reply %v", redlimit.ErrCorrupt, []any(r))
 	}
-	return r[0], nil
+	r = r[1:]
+	if len(r) != 1 || r.at(0) < 0 {
+		return 0, fmt.Errorf("%w: keyed hand-back reply %v", redlimit.ErrCorrupt, []any(r))
+	}
+	return r.at(0), nil
 }

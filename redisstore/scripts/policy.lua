@@ -40,6 +40,8 @@
 --            refusing limit (1-based, 0: none), wait (µs), then per limit
 --            remaining, reset-after (µs), wait (µs);
 --           cancel and release: the fewest permits a limit handed back
+--   flag 1: acquire of a one-limit policy granted at once, no wait: then
+--           remaining, reset-after (µs): half the numbers to reply
 
 -- policyCodes names each algorithm's state in the key by a letter (an
 -- algorithm added to the registry adds its own; one without a letter
@@ -52,27 +54,53 @@ local policyBuckets = {t = true, q = true}
 
 -- policy_to36 writes a whole number in base 36 (lower case, "-" first
 -- when negative); policy_from36 reads one back (tonumber(x, 36) takes no
--- sign). policy_to36 makes one string per number (string.char of the
--- digits' bytes, gathered in policyDigits): every string Redis's Lua makes
--- is hashed and collected.
-local policyDigits = {}
-local function policy_to36(x)
-  local v = tonumber(x)
-  local neg = v < 0
-  if neg then v = -v end
-  local i = 13
-  repeat
-    local d = v % 36
-    v = (v - d) / 36
-    if d < 10 then d = d + 48 else d = d + 87 end -- '0'..'9', 'a'..'z'
-    policyDigits[i] = d
-    i = i - 1
-  until v == 0
-  if neg then
-    policyDigits[i] = 45 -- '-'
-    i = i - 1
+-- sign). policy_to36 makes one string per number, by one concatenation
+-- of its pairs of digits (policyPairs: "00" to "zz", made when first
+-- used) with no loop per digit: every string Redis's Lua makes is hashed
+-- and collected, and the keyed call writes a state per key.
+local fixedImpl, bucketImpl, leakyImpl, counterImpl
+local function policy_digit(d)
+  if d < 10 then return d + 48 end -- '0'..'9'
+  return d + 87 -- 'a'..'z'
+end
+-- policyPairs and policyLeads are made at the first run: a function
+-- library's loading sees no globals but redis.
+local policyPairs, policyLeads
+local function policy_init()
+  policyPairs = setmetatable({}, {__index = function(t, d)
+    local v = string.char(policy_digit((d - d % 36) / 36), policy_digit(d % 36))
+    t[d] = v
+    return v
+  end})
+  -- policyLeads is policyPairs without a leading zero: a number's first digits.
+  policyLeads = setmetatable({}, {__index = function(t, d)
+    local v = d < 36 and string.char(policy_digit(d)) or policyPairs[d]
+    t[d] = v
+    return v
+  end})
+  fixedImpl, bucketImpl, leakyImpl = algorithms['fixed-window'], algorithms['token-bucket'], algorithms['leaky-bucket']
+  counterImpl = algorithms['sliding-counter']
+end
+local function policy_b36(x)
+  if x < 1296 then
+    if x < 0 then return '-' .. policy_b36(-x) end
+    return policyLeads[x]
   end
-  return string.char(unpack(policyDigits, i + 1, 13))
+  local a = x % 1296
+  x = (x - a) / 1296
+  if x < 1296 then return policyLeads[x] .. policyPairs[a] end
+  local b = x % 1296
+  x = (x - b) / 1296
+  if x < 1296 then return policyLeads[x] .. policyPairs[b] .. policyPairs[a] end
+  local c = x % 1296
+  x = (x - c) / 1296
+  if x < 1296 then return policyLeads[x] .. policyPairs[c] .. policyPairs[b] .. policyPairs[a] end
+  local d = x % 1296
+  x = (x - d) / 1296
+  return policy_b36(x) .. policyPairs[d] .. policyPairs[c] .. policyPairs[b] .. policyPairs[a]
+end
+local function policy_to36(x)
+  return policy_b36(tonumber(x))
 end
 -- policy_decode36 reads a state's numbers, in base 36, straight into the
 -- algorithm's state: decode_state without the decimal text between (nil
@@ -102,31 +130,6 @@ local function policy_from36(x)
   return fmt('%d', tonumber(x, 36))
 end
 
--- policy_put36 writes x, a whole number, in base 36 (as policy_to36) into
--- policyBuf from index i on, as bytes, and returns the index after it: a
--- state's numbers made into one string by one string.char.
-local policyBuf = {}
-local function policy_put36(x, i)
-  if x < 0 then
-    policyBuf[i] = 45 -- '-'
-    i, x = i + 1, -x
-  end
-  local j = i
-  repeat
-    local d = x % 36
-    x = (x - d) / 36
-    if d < 10 then d = d + 48 else d = d + 87 end -- '0'..'9', 'a'..'z'
-    policyBuf[j] = d
-    j = j + 1
-  until x == 0
-  local a, b = i, j - 1
-  while a < b do
-    policyBuf[a], policyBuf[b] = policyBuf[b], policyBuf[a]
-    a, b = a + 1, b - 1
-  end
-  return j
-end
-
 -- policy_signed36 reads a whole number in base 36, "-" first when negative.
 local function policy_signed36(x)
   if string.byte(x) == 45 then return -tonumber(string.sub(x, 2), 36) end -- '-'
@@ -138,46 +141,38 @@ end
 -- of this epoch and version, with at most one window (a counter: two)
 -- and no reservation, or no queue (a bucket): granted at once, or refused
 -- for a wait beyond maxWait or a full queue (a counter's refusals go to
--- the general path). Nothing else: it returns false, having changed
--- nothing, and the general path serves the call. It answers as that path
--- does (the algorithm's file's acquire, its state string written the
--- same), with no table, no pcall and one string made for the state: the
--- common call of a service that counts requests per descriptor.
-local fixedImpl, bucketImpl, leakyImpl, counterImpl
-local function policy_fast(key, raw, start, injected, res, p, n, maxWait, epoch, versionText)
+-- the general path). Nothing else: it returns nil, having changed
+-- nothing, and the general path serves the call. It returns the reply
+-- that path gives (the algorithm's file's acquire, its state string
+-- written the same), made at once, with no other table, no pcall and a
+-- string per number of the state: the common call of a service that
+-- counts requests per descriptor.
+local function policy_fast(key, raw, start, injected, p, n, maxWait, epoch, versionText)
   local rate, interval = p.rate, p.interval * 1000
   local now, e = start, 0
-  local j -- the state written, in policyBuf[1..j-1]
+  local b36 = policy_b36
+  local st -- the state written
+  local left
   if p.impl == fixedImpl then
     local ws, q, expiry = nil, 0, 0
     if raw then
       local E, v, l, x, s, k, m = string.match(raw, '^(%w+) (%w+)|f(%w+) (%w+) (%-?)(%w+) (%w+)$')
-      if not E or E ~= epoch or v ~= versionText then return false end
+      if not E or E ~= epoch or v ~= versionText then return nil end
       l, x, q, ws = tonumber(l, 36), tonumber(x, 36), tonumber(m, 36), tonumber(k, 36)
       if s == '-' then ws = -ws end
       ws, expiry = l + ws, l + x
       if l > now then now = l end
       if now >= expiry then ws = nil end -- past its expiry: empty
-      if ws and ws > now then return false end -- a reservation
+      if ws and ws > now then return nil end -- a reservation
     end
     local ok, a1, a2, a3 = window_grant(now, rate, interval, n, ws, q, expiry, maxWait)
-    if ok == nil then return false end -- a reservation
+    if ok == nil then return nil end -- a reservation
     if not ok then -- a1 permits left, a2 the wait
-      res[3], res[4], res[5], res[6] = 0, 0, 1, a2
-      res[7], res[8], res[9] = a1, later(expiry - start, 0), a2
-      return true
+      return {start, 0, 0, 0, 1, a2, a1, later(expiry - start, 0), a2}
     end
     q, ws, e = a1, a2, a3
-    res[3], res[4], res[5], res[6] = 1, 0, 0, 0
-    res[7], res[8], res[9] = rate - q, later(e - start, 0), 0
-    policyBuf[1] = 102 -- 'f'
-    j = policy_put36(now, 2)
-    policyBuf[j] = 32 -- ' '
-    j = policy_put36(e - now, j + 1)
-    policyBuf[j] = 32
-    j = policy_put36(ws - now, j + 1)
-    policyBuf[j] = 32
-    j = policy_put36(q, j + 1)
+    left = rate - q
+    st = 'f' .. b36(now) .. ' ' .. b36(e - now) .. ' ' .. b36(ws - now) .. ' ' .. b36(q)
   elseif p.impl == counterImpl then
     local tail, s1, p1, s2, p2 = 0, nil, 0, nil, 0
     if raw then
@@ -185,7 +180,7 @@ local function policy_fast(key, raw, start, injected, res, p, n, maxWait, epoch,
       if not E then
         E, v, l, x, t, a1, b1 = string.match(raw, '^(%w+) (%w+)|c(%w+) (%w+) (%-?%w+) (%-?%w+) (%w+)$')
       end
-      if not E or E ~= epoch or v ~= versionText then return false end
+      if not E or E ~= epoch or v ~= versionText then return nil end
       l = tonumber(l, 36)
       local expiry = l + tonumber(x, 36)
       if l > now then now = l end
@@ -194,59 +189,38 @@ local function policy_fast(key, raw, start, injected, res, p, n, maxWait, epoch,
         if a2 then s2, p2 = l + policy_signed36(a2), tonumber(b2, 36) end
       end
     end
-    local ok, left, k
+    local ok, k
     ok, left, e, k, s1, p1, s2, p2 = counter_grant(now, rate, interval, n, tail, s1, p1, s2, p2)
-    if not ok then return false end
-    res[3], res[4], res[5], res[6] = 1, 0, 0, 0
-    res[7], res[8], res[9] = left, later(e - start, 0), 0
-    policyBuf[1] = 99 -- 'c'
-    j = policy_put36(now, 2)
-    policyBuf[j] = 32 -- ' '
-    j = policy_put36(e - now, j + 1)
-    policyBuf[j] = 32
-    j = policy_put36(0, j + 1) -- the tail: now
-    policyBuf[j] = 32
-    j = policy_put36(s1 - now, j + 1)
-    policyBuf[j] = 32
-    j = policy_put36(p1, j + 1)
-    if k == 2 then
-      policyBuf[j] = 32
-      j = policy_put36(s2 - now, j + 1)
-      policyBuf[j] = 32
-      j = policy_put36(p2, j + 1)
-    end
+    if not ok then return nil end
+    -- The tail is now: 0.
+    st = 'c' .. b36(now) .. ' ' .. b36(e - now) .. ' 0 ' .. b36(s1 - now) .. ' ' .. b36(p1)
+    if k == 2 then st = st .. ' ' .. b36(s2 - now) .. ' ' .. b36(p2) end
   else
     -- A bucket's state "last owed": counted under this version's limit.
     local burst, owed, l, expiry = p.burst, 0, 0, 0
     local leaky = p.impl == leakyImpl
     if raw then
       local E, v, code, L, o = string.match(raw, '^(%w+) (%w+)|([tq])(%w+) (%w+)$')
-      if code ~= (leaky and 'q' or 't') then return false end
-      if not E or E ~= epoch or v ~= versionText then return false end
+      if code ~= (leaky and 'q' or 't') then return nil end
+      if not E or E ~= epoch or v ~= versionText then return nil end
       l, owed = tonumber(L, 36), tonumber(o, 36)
       expiry = l + ceildiv(owed, rate)
       if l > now then now = l end
     end
     local ok, a1, a2, a3 = bucket_grant(leaky, now, rate, interval, burst, p.capacity, n, owed, l, maxWait)
-    if ok == nil then return false end -- a reservation
+    if ok == nil then return nil end -- a reservation
     if not ok then -- a1 full (a leaky bucket), a2 permits left, a3 the wait
-      res[3], res[4], res[5], res[6] = 0, (a1 and maxWait ~= 0) and 1 or 0, 1, a3
-      res[7], res[8], res[9] = a2, later(expiry - start, 0), a3
-      return true
+      return {start, 0, 0, (a1 and maxWait ~= 0) and 1 or 0, 1, a3, a2, later(expiry - start, 0), a3}
     end
-    local left, after = a1, a2
+    local after = a2
+    left = a1
     e = now + ceildiv(after, rate)
-    res[3], res[4], res[5], res[6] = 1, 0, 0, 0
-    res[7], res[8], res[9] = left, later(e - start, 0), 0
-    policyBuf[1] = leaky and 113 or 116 -- 'q' or 't'
-    j = policy_put36(now, 2)
-    policyBuf[j] = 32 -- ' '
-    j = policy_put36(after, j + 1)
+    st = (leaky and 'q' or 't') .. b36(now) .. ' ' .. b36(after)
   end
   local ttl = later(ceildiv(e - start, 1000), 1)
   if injected then ttl = ttl + 60000 end
-  redis.call('SET', key, epoch .. ' ' .. versionText .. '|' .. string.char(unpack(policyBuf, 1, j - 1)), 'PX', ttl)
-  return true
+  redis.call('SET', key, epoch .. ' ' .. versionText .. '|' .. st, 'PX', ttl)
+  return {start, 1, left, later(e - start, 0)}
 end
 
 -- policy_call runs op on limit c and returns its reply: code, value, wait (µs).
@@ -261,33 +235,36 @@ local function policy_call(c, op, n, a)
   return out[1], out[2], out[3]
 end
 
-local function policy_serve(keys, argv, start, injected, res)
-  local op, n, arg = argv[2], tonumber(argv[3]), tonumber(argv[4])
-  local epoch, versionText, since = argv[5], argv[6], tonumber(argv[7])
+-- policy_serve serves one call and returns its reply: its KEYS are
+-- keys[k + 1..], its ARGV[2..4] argv[a..a + 2] and its ARGV[5..] argv[b..]
+-- (a batch's calls of one policy share those): read in place, no table
+-- copied per call.
+local function policy_serve(keys, k, argv, a, b, start, injected)
+  local op, n, arg = argv[a], tonumber(argv[a + 1]), tonumber(argv[a + 2])
+  local epoch, versionText, since = argv[b], argv[b + 1], tonumber(argv[b + 2])
   local version = tonumber(versionText, 36)
-  local L = tonumber(argv[9])
-  local oldText = argv[10 + L]
+  local L = tonumber(argv[b + 4])
+  local oldText = argv[b + 5 + L]
   local olds, convert, sv
-  local raw = redis.call('GET', keys[1])
+  if not policyPairs then policy_init() end
+  local stateKey = keys[k + 1]
+  local raw = redis.call('GET', stateKey)
   if L == 1 and op == 'acquire' and n and arg then
-    local text = argv[10]
+    local text = argv[b + 5]
     local p = parsed_config(text)
-    if not fixedImpl then
-      fixedImpl, bucketImpl, leakyImpl = algorithms['fixed-window'], algorithms['token-bucket'], algorithms['leaky-bucket']
-      counterImpl = algorithms['sliding-counter']
-    end
-    if p and (p.impl == fixedImpl or p.impl == bucketImpl or p.impl == leakyImpl or p.impl == counterImpl) and n >= 1 and n <= p.most and
-      policy_fast(keys[1], raw, start, injected, res, p, n, arg, epoch, versionText) then
-      return
+    if p and (p.impl == fixedImpl or p.impl == bucketImpl or p.impl == leakyImpl or p.impl == counterImpl) and n >= 1 and n <= p.most then
+      local r = policy_fast(stateKey, raw, start, injected, p, n, arg, epoch, versionText)
+      if r then return r end
     end
   end
+  local res = {start, 0}
   if raw then
     local e, v, rest = string.match(raw, '^(%w+) (%w+)|(.*)$')
     sv = v and tonumber(v, 36)
     if sv then
-      if sv > version and (e == epoch or argv[8] ~= '1') then
+      if sv > version and (e == epoch or argv[b + 3] ~= '1') then
         res[2], res[3] = -4, sv
-        return
+        return res
       end
       if e == epoch then
         -- A state of an older version is made the new one's (a limit
@@ -301,7 +278,7 @@ local function policy_serve(keys, argv, start, injected, res)
   end
   local cs = {}
   for i = 1, L do
-    local text = argv[9 + i]
+    local text = argv[b + 4 + i]
     local p = parsed_config(text)
     if not p then error('unreadable limit') end
     local impl = p.impl
@@ -313,7 +290,7 @@ local function policy_serve(keys, argv, start, injected, res)
     end
     local c = {impl = impl, unit = unit, code = code, now = floor(start / unit),
       rate = p.rate, interval = p.interval * 1000 / unit, burst = p.burst, capacity = p.capacity,
-      most = p.most, since = since, listKey = keys[1 + i], dirty = false, forgotten = false}
+      most = p.most, since = since, listKey = keys[k + 1 + i], dirty = false, forgotten = false}
     if impl.open then impl.open(c) end
     local S
     local old = olds and olds[i]
@@ -334,11 +311,11 @@ local function policy_serve(keys, argv, start, injected, res)
             if sv ~= version then
               if not oldText or oldText == '' or tonumber(oldText, 36) ~= sv then
                 res[2], res[3] = -5, sv
-                return
+                return res
               end
               -- The client's copy of that version; none found: the
               -- current limit stands in.
-              local ot = argv[10 + L + i]
+              local ot = argv[b + 5 + L + i]
               q = ot and parse(ot) or p
               if not q or q.impl ~= impl then q = p end
             end
@@ -357,7 +334,7 @@ local function policy_serve(keys, argv, start, injected, res)
     c.S = S or {}
     if op == 'acquire' and n > c.most then
       res[2] = -2
-      return
+      return res
     end
     cs[i] = c
   end
@@ -442,7 +419,7 @@ local function policy_serve(keys, argv, start, injected, res)
     if c.impl.finish then c.impl.finish(c) end
     if c.dirty then dirty = true end
   end
-  if not dirty then return end
+  if not dirty then return res end
   local parts, last = {}, 0
   for i, c in ipairs(cs) do
     local S = c.S
@@ -467,43 +444,42 @@ local function policy_serve(keys, argv, start, injected, res)
     end
   end
   if last == 0 then
-    if raw then redis.call('DEL', keys[1]) end
-    return
+    if raw then redis.call('DEL', stateKey) end
+    return res
   end
   -- With a caller's clock Redis still expires keys by its own, so keep
   -- them a minute longer (the states' expiries decide when they count).
   local ttl = later(ceildiv(last - start, 1000), 1)
   if injected then ttl = ttl + 60000 end
-  redis.call('SET', keys[1], epoch .. ' ' .. versionText .. '|' .. table.concat(parts, '|'), 'PX', ttl)
+  redis.call('SET', stateKey, epoch .. ' ' .. versionText .. '|' .. table.concat(parts, '|'), 'PX', ttl)
+  return res
 end
 
 -- policy_main serves one keyed call; registered beside main.
 local function policy_main(keys, argv)
   local start, injected = run_start(argv)
-  local res = {start, 0}
-  if not pcall(policy_serve, keys, argv, start, injected, res) then
-    return {start, -3}
-  end
+  local ok, res = pcall(policy_serve, keys, 0, argv, 2, 5, start, injected)
+  if not ok then return {start, -3} end
   return res
 end
 
 -- policy_batch serves several keyed calls in one run, one after another at
 -- one instant (the store puts concurrent calls together): ARGV[1] now, as
--- above, then per call the number of its KEYS and of its ARGV (counting
--- ARGV[1]), then its ARGV[2..] as policy_main takes them; KEYS are the
--- calls' KEYS in turn. Reply: one policy_main reply per call.
+-- above, then per call the number of its KEYS and of the ARGV it sends
+-- (counting ARGV[1]), then those ARGV[2..] as policy_main takes them; a
+-- call that sends only ARGV[2..4] (op, permits, wait or instant) has the
+-- ARGV[5..] of the call before it (calls of one policy send it once).
+-- KEYS are the calls' KEYS in turn. Reply: one policy_main reply per call.
 local function policy_batch(keys, argv)
   local start, injected = run_start(argv)
   local out = {}
-  local k, i, m = 0, 2, #argv
+  local k, i, m, b = 0, 2, #argv, nil
   while i + 1 <= m do
     local nk, na = tonumber(argv[i]), tonumber(argv[i + 1])
-    if not nk or not na or na < 1 or i + na > m then return {} end
-    local ks, as = {}, {argv[1]}
-    for j = 1, nk do ks[j] = keys[k + j] end
-    for j = 2, na do as[j] = argv[i + j] end
-    local res = {start, 0}
-    if not pcall(policy_serve, ks, as, start, injected, res) then res = {start, -3} end
+    if not nk or not na or na < 4 or i + na > m then return {} end
+    if na > 4 then b = i + 5 elseif not b then return {} end
+    local ok, res = pcall(policy_serve, keys, k, argv, i + 2, b, start, injected)
+    if not ok then res = {start, -3} end
     out[#out + 1] = res
     k, i = k + nk, i + na + 1
   end

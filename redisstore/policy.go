@@ -87,13 +87,18 @@ func policyConfigKey(prefix, name string) string {
 // list per limit (limits: how many; 0 when no limit keeps a list, as
 // policy.lua touches a limit's list only where its algorithm keeps one).
 func policyStateKeys(prefix string, k redlimit.PolicyKey, limits int) []string {
-	base := prefix + "{" + nameEscaper.Replace(k.Policy) + "%:" + nameEscaper.Replace(k.Key) + "}"
+	base := policyStateKey(prefix, k)
 	keys := make([]string, 1+limits)
 	keys[0] = base
 	for i := 1; i <= limits; i++ {
 		keys[i] = base + strconv.Itoa(i)
 	}
 	return keys
+}
+
+// policyStateKey is the key of k's state.
+func policyStateKey(prefix string, k redlimit.PolicyKey) string {
+	return prefix + "{" + nameEscaper.Replace(k.Policy) + "%:" + nameEscaper.Replace(k.Key) + "}"
 }
 
 func (s *Store) policyChannel() string { return s.prefix + "policy" }
@@ -461,7 +466,8 @@ func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit
 				}
 			}
 		}
-		raw, err := s.keyedRun(ctx, policyStateKeys(s.prefix, k, e.listKeys()), e.callArgs(op, n, arg, fresh, oldVersion, old))
+		keys, args := e.call(s.prefix, k, op, n, arg, fresh, oldVersion, old)
+		raw, err := s.keyedRun(ctx, keys, args)
 		if err != nil {
 			return nil, 0, nil, wrap(err)
 		}
@@ -514,11 +520,34 @@ func (e *policyEntry) listKeys() int {
 // nil; fresh: e was just read from Redis; oldVersion and old: an older
 // version of the policy and its limits, which the key's state needs.
 func (e *policyEntry) callArgs(op string, n, arg int64, fresh bool, oldVersion string, old []any) []any {
+	return e.appendArgs(make([]any, 0, 7+len(e.args)+len(old)), op, n, arg, fresh, oldVersion, old)
+}
+
+// keyedArgs holds a keyed call's KEYS and ARGV in one allocation, where
+// they fit: a call allocates little else.
+type keyedArgs struct {
+	keys [1]string
+	args [keyedArgsMax]any
+}
+
+const keyedArgsMax = 16
+
+// call is policy.lua's KEYS and ARGV (callArgs) for a call on k under e.
+func (e *policyEntry) call(prefix string, k redlimit.PolicyKey, op string, n, arg int64, fresh bool, oldVersion string, old []any) ([]string, []any) {
+	if !e.lists && 7+len(e.args)+len(old) <= keyedArgsMax {
+		b := new(keyedArgs)
+		b.keys[0] = policyStateKey(prefix, k)
+		return b.keys[:], e.appendArgs(b.args[:0], op, n, arg, fresh, oldVersion, old)
+	}
+	return policyStateKeys(prefix, k, e.listKeys()), e.callArgs(op, n, arg, fresh, oldVersion, old)
+}
+
+// appendArgs appends callArgs's ARGV to args.
+func (e *policyEntry) appendArgs(args []any, op string, n, arg int64, fresh bool, oldVersion string, old []any) []any {
 	force := ""
 	if fresh {
 		force = "1"
 	}
-	args := make([]any, 0, 11+len(e.args)+len(old))
 	args = append(args, nil, op, n, arg, e.args[0], e.args[1], e.args[2], force, len(e.args)-3)
 	args = append(args, e.args[3:]...)
 	args = append(args, oldVersion)

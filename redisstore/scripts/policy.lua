@@ -151,7 +151,7 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, epoch, vers
   local rate, interval = p.rate, p.interval * 1000
   local now, e = start, 0
   local b36 = policy_b36
-  local st -- the state written
+  local st -- the key's string written: one concatenation
   local left
   if p.impl == fixedImpl then
     local ws, q, expiry = nil, 0, 0
@@ -172,7 +172,7 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, epoch, vers
     end
     q, ws, e = a1, a2, a3
     left = rate - q
-    st = 'f' .. b36(now) .. ' ' .. b36(e - now) .. ' ' .. b36(ws - now) .. ' ' .. b36(q)
+    st = epoch .. ' ' .. versionText .. '|f' .. b36(now) .. ' ' .. b36(e - now) .. ' ' .. b36(ws - now) .. ' ' .. b36(q)
   elseif p.impl == counterImpl then
     local tail, s1, p1, s2, p2 = 0, nil, 0, nil, 0
     if raw then
@@ -193,8 +193,12 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, epoch, vers
     ok, left, e, k, s1, p1, s2, p2 = counter_grant(now, rate, interval, n, tail, s1, p1, s2, p2)
     if not ok then return nil end
     -- The tail is now: 0.
-    st = 'c' .. b36(now) .. ' ' .. b36(e - now) .. ' 0 ' .. b36(s1 - now) .. ' ' .. b36(p1)
-    if k == 2 then st = st .. ' ' .. b36(s2 - now) .. ' ' .. b36(p2) end
+    if k == 2 then
+      st = epoch .. ' ' .. versionText .. '|c' .. b36(now) .. ' ' .. b36(e - now) .. ' 0 ' .. b36(s1 - now) .. ' ' .. b36(p1) ..
+        ' ' .. b36(s2 - now) .. ' ' .. b36(p2)
+    else
+      st = epoch .. ' ' .. versionText .. '|c' .. b36(now) .. ' ' .. b36(e - now) .. ' 0 ' .. b36(s1 - now) .. ' ' .. b36(p1)
+    end
   else
     -- A bucket's state "last owed": counted under this version's limit.
     local burst, owed, l, expiry = p.burst, 0, 0, 0
@@ -215,11 +219,11 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, epoch, vers
     local after = a2
     left = a1
     e = now + ceildiv(after, rate)
-    st = (leaky and 'q' or 't') .. b36(now) .. ' ' .. b36(after)
+    st = epoch .. ' ' .. versionText .. (leaky and '|q' or '|t') .. b36(now) .. ' ' .. b36(after)
   end
   local ttl = later(ceildiv(e - start, 1000), 1)
   if injected then ttl = ttl + 60000 end
-  redis.call('SET', key, epoch .. ' ' .. versionText .. '|' .. st, 'PX', ttl)
+  redis.call('SET', key, st, 'PX', ttl)
   return {start, 1, left, later(e - start, 0)}
 end
 
@@ -241,11 +245,8 @@ end
 -- copied per call.
 local function policy_serve(keys, k, argv, a, b, start, injected)
   local op, n, arg = argv[a], tonumber(argv[a + 1]), tonumber(argv[a + 2])
-  local epoch, versionText, since = argv[b], argv[b + 1], tonumber(argv[b + 2])
-  local version = tonumber(versionText, 36)
+  local epoch, versionText = argv[b], argv[b + 1]
   local L = tonumber(argv[b + 4])
-  local oldText = argv[b + 5 + L]
-  local olds, convert, sv
   if not policyPairs then policy_init() end
   local stateKey = keys[k + 1]
   local raw = redis.call('GET', stateKey)
@@ -257,6 +258,9 @@ local function policy_serve(keys, k, argv, a, b, start, injected)
       if r then return r end
     end
   end
+  local since, version = tonumber(argv[b + 2]), tonumber(versionText, 36)
+  local oldText = argv[b + 5 + L]
+  local olds, convert, sv
   local res = {start, 0}
   if raw then
     local e, v, rest = string.match(raw, '^(%w+) (%w+)|(.*)$')

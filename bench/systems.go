@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -178,16 +179,14 @@ func (e *env) options(callers int) *redis.Options {
 	return &o
 }
 
-// systemPrefix is the key prefix of system name: the run's prefix and the
-// name with anything but letters and digits made '-'.
+// systemPrefix is the key prefix of system name: the run's prefix and a
+// tag of the name's hash, the same length for every system, so that the
+// bytes a key takes in Redis (MEMORY USAGE) compare what the systems store
+// rather than how long their names are.
 func (e *env) systemPrefix(name string) string {
-	b := []byte(name)
-	for i, c := range b {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
-			b[i] = '-'
-		}
-	}
-	return e.prefix + string(b) + ":"
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return fmt.Sprintf("%s%08x:", e.prefix, h.Sum32())
 }
 
 // once reports whether key is new (and records it).

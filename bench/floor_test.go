@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,7 +109,8 @@ func TestFloorSection(t *testing.T) {
 		if w == halfPeak {
 			c.FloorPaceOf = "redlimit sliding-log"
 		}
-		for name, ms := range p99ms {
+		for _, name := range slices.Sorted(maps.Keys(p99ms)) { // a run's order is fixed
+			ms := p99ms[name]
 			c.Systems = append(c.Systems, name)
 			m := newMeasurement()
 			m.System, m.Round, m.Decisions, m.DecisionsPerSec, m.P99Ns = name, 1, 1000, 1000, nf(ms*1e6)

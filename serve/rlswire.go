@@ -168,34 +168,24 @@ func (w *wireRequest) decode(b []byte) bool {
 	}
 	var seenDomain, seenHits bool
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return false
-		}
-		b = b[n:]
+		f, ok := nextField(&b)
 		switch {
-		case num == 1 && typ == protowire.BytesType && !seenDomain:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
+		case !ok:
+			return false
+		case f.num == 1 && f.typ == protowire.BytesType && !seenDomain:
+			if w.domain, ok = str(f.bytes); !ok {
 				return false
 			}
-			var ok bool
-			if w.domain, ok = str(v); !ok {
+			seenDomain = true
+		case f.num == 2 && f.typ == protowire.BytesType:
+			if !w.decodeDescriptor(f.bytes, str) {
 				return false
 			}
-			seenDomain, b = true, b[n:]
-		case num == 2 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 || !w.decodeDescriptor(v, str) {
+		case f.num == 3 && f.typ == protowire.VarintType && !seenHits:
+			if f.varint > math.MaxUint32 {
 				return false
 			}
-			b = b[n:]
-		case num == 3 && typ == protowire.VarintType && !seenHits:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 || v > math.MaxUint32 {
-				return false
-			}
-			w.hits, seenHits, b = uint32(v), true, b[n:]
+			w.hits, seenHits = uint32(f.varint), true
 		default:
 			return false
 		}
@@ -203,38 +193,59 @@ func (w *wireRequest) decode(b []byte) bool {
 	return true
 }
 
+// wireField is one field of a message: its number and type, and its value
+// (bytes or varint, the only types the fast path reads).
+type wireField struct {
+	num    protowire.Number
+	typ    protowire.Type
+	bytes  []byte
+	varint uint64
+}
+
+// nextField reads the field at the start of *b and moves *b past it; false
+// for a malformed field or one of another type.
+func nextField(b *[]byte) (wireField, bool) {
+	num, typ, n := protowire.ConsumeTag(*b)
+	if n < 0 {
+		return wireField{}, false
+	}
+	f := wireField{num: num, typ: typ}
+	rest := (*b)[n:]
+	switch typ {
+	case protowire.BytesType:
+		f.bytes, n = protowire.ConsumeBytes(rest)
+	case protowire.VarintType:
+		f.varint, n = protowire.ConsumeVarint(rest)
+	default:
+		return wireField{}, false
+	}
+	if n < 0 {
+		return wireField{}, false
+	}
+	*b = rest[n:]
+	return f, true
+}
+
 func (w *wireRequest) decodeDescriptor(b []byte, str func([]byte) (string, bool)) bool {
 	d := wireDescriptor{from: len(w.ents)}
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return false
-		}
-		b = b[n:]
+		f, ok := nextField(&b)
 		switch {
-		case num == 1 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 || !w.decodeEntry(v, str) {
+		case !ok:
+			return false
+		case f.num == 1 && f.typ == protowire.BytesType:
+			if !w.decodeEntry(f.bytes, str) {
 				return false
 			}
-			b = b[n:]
-		case num == 3 && typ == protowire.BytesType && !d.hasHits:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return false
-			}
-			d.hasHits, b = true, b[n:]
+		case f.num == 3 && f.typ == protowire.BytesType && !d.hasHits:
+			d.hasHits = true
 			// google.protobuf.UInt64Value: value = 1.
-			for len(v) > 0 {
-				num, typ, n := protowire.ConsumeTag(v)
-				if n < 0 || num != 1 || typ != protowire.VarintType {
+			for v := f.bytes; len(v) > 0; {
+				g, ok := nextField(&v)
+				if !ok || g.num != 1 || g.typ != protowire.VarintType {
 					return false
 				}
-				x, m := protowire.ConsumeVarint(v[n:])
-				if m < 0 {
-					return false
-				}
-				d.hits, v = x, v[n+m:]
+				d.hits = g.varint
 			}
 		default:
 			return false
@@ -249,23 +260,17 @@ func (w *wireRequest) decodeEntry(b []byte, str func([]byte) (string, bool)) boo
 	var e rules.Entry
 	var seenKey, seenValue bool
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || typ != protowire.BytesType {
+		f, ok := nextField(&b)
+		if !ok || f.typ != protowire.BytesType {
 			return false
 		}
-		b = b[n:]
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return false
-		}
-		b = b[n:]
-		var ok bool
+		ok = false
 		switch {
-		case num == 1 && !seenKey:
-			e.Key, ok = str(v)
+		case f.num == 1 && !seenKey:
+			e.Key, ok = str(f.bytes)
 			seenKey = true
-		case num == 2 && !seenValue:
-			e.Value, ok = str(v)
+		case f.num == 2 && !seenValue:
+			e.Value, ok = str(f.bytes)
 			seenValue = true
 		}
 		if !ok {

@@ -91,11 +91,17 @@ func BenchmarkXTimeRate(b *testing.B) {
 	}
 }
 
-// BenchmarkContended: 64 callers on one limiter, memstore's token bucket and
-// x/time/rate side by side (lock hold time decides here).
+// BenchmarkContended: 64 and 256 callers on one limiter (run it with -cpu
+// 2: 32 and 128 per GOMAXPROCS), memstore's token bucket and sliding log and
+// x/time/rate side by side: how long the lock is held, and how often a
+// caller is handed it, decide here.
 func BenchmarkContended(b *testing.B) {
 	ctx := context.Background()
-	l, err := redlimit.New(memstore.New(), "contended", redlimit.WithConfig(redlimit.TokenBucketConfig(1<<30, time.Second, 1<<30)))
+	tb, err := redlimit.New(memstore.New(), "contended", redlimit.WithConfig(redlimit.TokenBucketConfig(1<<30, time.Second, 1<<30)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sl, err := redlimit.New(memstore.New(), "contended", redlimit.WithConfig(redlimit.PerInterval(1<<40, time.Second).WithAlgorithm(redlimit.SlidingLog)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -104,18 +110,25 @@ func BenchmarkContended(b *testing.B) {
 		name string
 		call func()
 	}{
-		{"memstore", func() { l.TryAcquire(ctx, 1) }},
-		{"x-time-rate", func() { x.AllowN(time.Now(), 1) }},
+		{"memstore-tb", func() { tb.TryAcquire(ctx, 1) }},
+		{"memstore-sl", func() { sl.TryAcquire(ctx, 1) }},
+		{"x-time-rate", func() { x.Allow() }},
 	} {
-		b.Run(sys.name, func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetParallelism(32) // x GOMAXPROCS (2) = 64 callers
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					sys.call()
-				}
+		for _, per := range []int{32, 128} {
+			b.Run(fmt.Sprintf("%s/%dx", sys.name, per), func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetParallelism(per)
+				cpu := processCPU()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						sys.call()
+					}
+				})
+				// The process's CPU time per call: on a busy machine,
+				// steadier than ns/op (the other processes' share).
+				b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 			})
-		})
+		}
 	}
 }
 

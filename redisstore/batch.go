@@ -205,6 +205,11 @@ const (
 	// come meanwhile join the next, up to maxWorks logs.
 	maxInFlight = 4
 	maxWorks    = 64
+	// maxKeyedInFlight is maxInFlight for keyed runs (per primary on a
+	// Cluster). Keyed calls spread over many keys, so a run rarely has
+	// two calls on one key: fewer runs in flight make each carry more
+	// calls, and Redis pays a run's fixed cost fewer times per decision.
+	maxKeyedInFlight = 2
 )
 
 // newBatcher returns the store's batcher. On one server the calls of

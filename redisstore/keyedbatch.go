@@ -44,7 +44,7 @@ type keyBatcher = batch.Batcher[string, keyedCall, any]
 type keyWork = batch.Work[string, keyedCall, any]
 
 // newKeyBatcher returns the store's batcher of keyed calls, sized as the
-// limiters' (newBatcher).
+// limiters' (newBatcher) but for the runs in flight (maxKeyedInFlight).
 func (s *Store) newKeyBatcher() *keyBatcher {
 	cfg := batch.Config[string, keyedCall, any]{
 		Run: s.runKeyed,
@@ -58,7 +58,7 @@ func (s *Store) newKeyBatcher() *keyBatcher {
 		Deadlines: s.bounded,
 	}
 	if _, single := s.rdb.(*redis.Client); single || s.keyPipeline() != nil {
-		cfg.MaxWorks, cfg.MaxRuns = maxWorks, maxInFlight
+		cfg.MaxWorks, cfg.MaxRuns = maxWorks, maxKeyedInFlight
 	}
 	return batch.New(cfg)
 }

@@ -146,7 +146,7 @@ func TestKeyedClusterCallsShareRoundTrips(t *testing.T) {
 	}
 	warmPolicy(ctx, t, s, p, "trips", "warm")
 
-	// Every primary stopped: on each, maxInFlight calls go at once and
+	// Every primary stopped: on each, maxKeyedInFlight calls go at once and
 	// stall (each primary's keys have a batcher of their own), the others
 	// wait; once the primaries go on, the waiting calls of each go in one
 	// run.
@@ -156,10 +156,10 @@ func TestKeyedClusterCallsShareRoundTrips(t *testing.T) {
 	}
 	stalled := 0
 	for _, a := range addrs {
-		if perNode[a] <= maxInFlight {
-			t.Fatalf("primary %s holds %d of the keys; want more than %d", a, perNode[a], maxInFlight)
+		if perNode[a] <= maxKeyedInFlight {
+			t.Fatalf("primary %s holds %d of the keys; want more than %d", a, perNode[a], maxKeyedInFlight)
 		}
-		stalled += maxInFlight
+		stalled += maxKeyedInFlight
 	}
 	for _, n := range cluster.Nodes {
 		n.Pause()
@@ -186,6 +186,11 @@ func TestKeyedClusterCallsShareRoundTrips(t *testing.T) {
 			if s.keyBatcherFor(ctx, stateKey(k)).Queued(stateKey(k)) == 1 {
 				queued = append(queued, k)
 			}
+		}
+		if len(queued) > len(keys)-stalled {
+			// Fewer calls in flight than the test assumed: waiting
+			// would never end.
+			t.Fatalf("%d calls queued; want %d", len(queued), len(keys)-stalled)
 		}
 	}
 	for _, n := range cluster.Nodes {
@@ -416,7 +421,7 @@ func TestKeyedClusterStalledPrimary(t *testing.T) {
 		return policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: "stall", Key: key}, 1)[0]
 	}
 	byNode := map[string][]string{}
-	for i := 0; len(byNode) < 3 || len(byNode[cluster.Nodes[0].Addr]) < 2*maxInFlight; i++ {
+	for i := 0; len(byNode) < 3 || len(byNode[cluster.Nodes[0].Addr]) < 2*maxKeyedInFlight; i++ {
 		k := fmt.Sprint("s-", i)
 		m, err := rdb.MasterForKey(ctx, stateKey(k))
 		if err != nil {
@@ -438,8 +443,8 @@ func TestKeyedClusterStalledPrimary(t *testing.T) {
 		}
 	}()
 	var wg sync.WaitGroup
-	errs := make(chan error, 2*maxInFlight)
-	mine := byNode[stalled.Addr][:2*maxInFlight]
+	errs := make(chan error, 2*maxKeyedInFlight)
+	mine := byNode[stalled.Addr][:2*maxKeyedInFlight]
 	for _, k := range mine {
 		wg.Add(1)
 		go func() {
@@ -448,13 +453,16 @@ func TestKeyedClusterStalledPrimary(t *testing.T) {
 			errs <- err
 		}()
 	}
-	for { // maxInFlight in flight, the others queued
+	for { // maxKeyedInFlight in flight, the others queued
 		n := 0
 		for _, k := range mine {
 			n += s.keyBatcherFor(ctx, stateKey(k)).Queued(stateKey(k))
 		}
-		if n == len(mine)-maxInFlight {
+		if n == len(mine)-maxKeyedInFlight {
 			break
+		}
+		if n > len(mine)-maxKeyedInFlight {
+			t.Fatalf("%d calls queued; want %d", n, len(mine)-maxKeyedInFlight)
 		}
 		time.Sleep(time.Millisecond) // polled: the calls are on their way
 	}

@@ -165,6 +165,14 @@ func TestKeyedCallsShareRuns(t *testing.T) {
 			time.Sleep(time.Millisecond) // polled: the calls are on their way
 		}
 	}
+	// idle waits until the runs of the subtest before are over (their
+	// callers are answered first): a run still in flight would take the
+	// calls the next subtest counts on being queued.
+	idle := func() {
+		for s.keyBatch.InFlight() != 0 {
+			time.Sleep(time.Millisecond) // polled: the run is ending
+		}
+	}
 	acquire := func(keys []string) []redlimit.Result {
 		t.Helper()
 		rs := make([]redlimit.Result, len(keys))
@@ -191,6 +199,7 @@ func TestKeyedCallsShareRuns(t *testing.T) {
 	t.Run("one key", func(t *testing.T) {
 		// Redis stopped: the first call is in flight, the other 11 wait for
 		// it, then go in one run.
+		idle()
 		srv.Pause()
 		before := s.Stats()
 		keys := make([]string, 12)
@@ -215,6 +224,7 @@ func TestKeyedCallsShareRuns(t *testing.T) {
 	t.Run("many keys", func(t *testing.T) {
 		// maxKeyedInFlight calls go at once and stall; the others, each on a key
 		// of its own, wait and then go in one run.
+		idle()
 		srv.Pause()
 		before := s.Stats()
 		keys := make([]string, 20)

@@ -531,6 +531,14 @@ func (b *Batcher[K, C, R]) Queued(key K) int {
 	return 0
 }
 
+// InFlight is the number of runs in flight: tests that stall the server
+// wait for 0 first, as a run's callers are answered before it is over.
+func (b *Batcher[K, C, R]) InFlight() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inflight
+}
+
 // Abandoned is the number of calls whose callers left while their run
 // was in flight on the Batcher's goroutine.
 func (b *Batcher[K, C, R]) Abandoned() int64 { return b.abandoned.Load() }

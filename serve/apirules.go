@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +35,9 @@ type apiRules struct {
 	// it was read at ("" before the first read).
 	digest, version string
 	lastErr         string // the last failure to follow the store, logged once
+	// skipped are the records of the last read that did not check out,
+	// each "domain/path: why", for /readyz.
+	skipped []string
 }
 
 // apiRecord is a rule set through the API as the store keeps it.
@@ -111,6 +115,7 @@ func (s *Server) syncAPI(ctx context.Context, force bool) error {
 	sort.Strings(keys)
 	h := sha256.New()
 	var list []*rules.Rule
+	var skipped []string
 	recs := make(map[string]apiRecord, len(keys))
 	for _, k := range keys {
 		var rec apiRecord
@@ -126,6 +131,7 @@ func (s *Server) syncAPI(ctx context.Context, force bool) error {
 			// Written by another version of redlimit, or by hand: the
 			// others still apply.
 			s.cfg.Logger.Error("redlimit serve: skipping a rule of the API store", "field", strconv.Quote(k), "err", err)
+			skipped = append(skipped, strings.Replace(strconv.Quote(k), `\x00`, "/", 1)+": "+err.Error())
 			continue
 		}
 		fmt.Fprintf(h, "%d:%s%d:%s", len(k), k, len(fields[k]), fields[k])
@@ -146,6 +152,7 @@ func (s *Server) syncAPI(ctx context.Context, force bool) error {
 		}
 	}
 	s.api.list, s.api.recs, s.api.digest, s.api.version = list, recs, digest, version
+	s.api.skipped = skipped
 	if s.reg != nil {
 		s.reg.changed() // the registry shows the new RulesVersion at once
 	}
@@ -202,6 +209,15 @@ func (s *Server) reportSync(ctx context.Context, err error) {
 	} else {
 		s.cfg.Logger.Info("redlimit serve: reading the rules set through the API again")
 	}
+}
+
+// apiHealth is what /readyz says of the rules set through the API: the
+// last failure to read them (the rules in force are kept meanwhile) and
+// the records the last read skipped.
+func (s *Server) apiHealth() (lastErr string, skipped []string) {
+	s.api.mu.Lock()
+	defer s.api.mu.Unlock()
+	return s.api.lastErr, s.api.skipped
 }
 
 // apiRoutes adds the API's routes to mux:

@@ -316,6 +316,45 @@ func TestAPIRulesMissedAnnouncement(t *testing.T) {
 	if l := logs.String(); !strings.Contains(l, "skipping a rule") || !strings.Contains(l, "limits[0].rate") {
 		t.Fatalf("log:\n%s", l)
 	}
+	// /readyz names the skipped record; the instance stays ready.
+	if code, body := get(t, "http://"+ts.httpAddr+"/readyz"); code != http.StatusOK || !strings.Contains(body, `"api_rules_skipped":["\"edge/user\": `) {
+		t.Fatalf("readyz %d %s", code, body)
+	}
+
+	// The API's rules cannot be read (the version key holds a hash):
+	// /readyz says so, and the instance stays ready with the rules in
+	// force; once readable again the error is gone.
+	readyz := func(want func(body string) bool) string {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second) // a failure bound, not a wait
+		for {
+			code, body := get(t, "http://"+ts.httpAddr+"/readyz")
+			if code != http.StatusOK {
+				t.Fatalf("readyz %d %s", code, body)
+			}
+			if want(body) {
+				return body
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("readyz %s", body)
+			}
+			time.Sleep(5 * time.Millisecond) // polled: the next periodic check
+		}
+	}
+	if err := rdb.Del(t.Context(), "{redlimit:serve}:rules:version").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(t.Context(), "{redlimit:serve}:rules:version", "x", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	readyz(func(body string) bool { return strings.Contains(body, `"api_rules_error":"WRONGTYPE`) })
+	if l, _ := remaining(t, rlsClient(t, ts.grpcAddr), "10.0.0.2"); l != 9 {
+		t.Fatalf("limit %d while the API's rules cannot be read", l)
+	}
+	if err := rdb.Del(t.Context(), "{redlimit:serve}:rules:version").Err(); err != nil {
+		t.Fatal(err)
+	}
+	readyz(func(body string) bool { return !strings.Contains(body, "api_rules_error") })
 }
 
 // TestAPIRulesMemory: without a shared Redis one instance keeps the API's

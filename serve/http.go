@@ -25,7 +25,8 @@ import (
 //	GET  /healthz  200 while the process serves (also /healthcheck, as
 //	               envoyproxy/ratelimit names it)
 //	GET  /readyz   200 when rules are in force and the store answers
-//	               (Config.Ping), else 503
+//	               (Config.Ping), else 503; says why, and what failed
+//	               in reading the rules set through the API
 //	GET  /rules    the rules in force, where each comes from
 //	POST /v1/acquire/{domain}?descriptor=k=v,...&hits=N
 //	               one descriptor charged N hits (default 1, 0 checks):
@@ -111,6 +112,15 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.LastReloadError(); err != nil {
 		out["last_reload_error"] = err.Error()
+	}
+	// The API's rules failing to read leaves the instance ready: it keeps
+	// those in force, as every instance sharing the store does.
+	lastErr, skipped := s.apiHealth()
+	if lastErr != "" {
+		out["api_rules_error"] = lastErr
+	}
+	if len(skipped) > 0 {
+		out["api_rules_skipped"] = skipped
 	}
 	if s.cfg.Ping != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)

@@ -97,6 +97,10 @@ type Config struct {
 	// that /v1/traffic and the dashboard show; counted by default, in
 	// RedisClient so that every instance's calls add up.
 	NoTraffic bool
+	// NoTrafficKeys counts the traffic without its hottest keys, for
+	// keys that are personal data (addresses, user ids): they then reach
+	// neither Redis nor the dashboard.
+	NoTrafficKeys bool
 	// GCPercent, when above 0, is the garbage collector's target (as
 	// GOGC sets it) that Run puts in force for the process while it
 	// serves, unless the GOGC environment variable is set. Every decision

@@ -48,6 +48,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Dashboard, "dashboard", false, "serve the web dashboard at /dashboard/ on the HTTP port")
 	fs.IntVar(&c.GCPercent, "gc-percent", DefaultGCPercent, "the Go garbage collector's target `percent` (GOGC) while serving: higher spends memory to save CPU per decision; 0 keeps the runtime's; $GOGC, when set, wins")
 	fs.Var(notFlag{&c.NoTraffic}, "traffic", "count the traffic per policy in Redis for GET /v1/traffic and the dashboard (--traffic=false turns it off)")
+	fs.Var(notFlag{&c.NoTrafficKeys}, "traffic-keys", "with --traffic, also count each policy's hottest keys (GET /v1/traffic/top, the dashboard); --traffic-keys=false keeps keys that are personal data (addresses, user ids) out of Redis and the dashboard")
 }
 
 // notFlag is a boolean flag that sets the opposite of its value in p.

@@ -18,7 +18,7 @@ func newTraffic(cfg *Config) (*traffic.Recorder, error) {
 	}
 	// The real clock: the counts are dated by the policies' own clock
 	// (Event.Start); this one only paces the flushes and the stream.
-	tr, err := traffic.New(traffic.Options{Redis: cfg.RedisClient, Prefix: cfg.Prefix, Logger: cfg.Logger})
+	tr, err := traffic.New(traffic.Options{Redis: cfg.RedisClient, Prefix: cfg.Prefix, Logger: cfg.Logger, NoTopKeys: cfg.NoTrafficKeys})
 	if err != nil {
 		return nil, err
 	}

@@ -147,3 +147,50 @@ func TestTrafficOff(t *testing.T) {
 		t.Fatalf("/v1/traffic with counting off: %d", code)
 	}
 }
+
+// TestTrafficKeysOff: --traffic-keys=false counts the traffic per policy
+// but keeps its keys out of Redis and the dashboard's views.
+func TestTrafficKeysOff(t *testing.T) {
+	rs := redistest.Start(t)
+	var cfg serve.Config
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--rules=testdata/edge.yaml", "--redis=redis://" + rs.Addr, "--traffic-keys=false"}); err != nil || !cfg.NoTrafficKeys {
+		t.Fatalf("--traffic-keys=false: NoTrafficKeys %v, %v", cfg.NoTrafficKeys, err)
+	}
+	h := runCfg(t, cfg)
+	body := `{"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.9"}]}]}`
+	for range 3 {
+		post(t, "http://"+h+"/json", body)
+	}
+	for counted := int64(0); counted != 3; {
+		code, text := get(t, "http://"+h+"/v1/traffic?seconds=120")
+		var got traffic.Series
+		if err := json.Unmarshal([]byte(text), &got); code != http.StatusOK || err != nil {
+			t.Fatalf("%d %s %v", code, text, err)
+		}
+		counted = 0
+		for _, p := range got.Policies {
+			for i := range p.Granted {
+				counted += p.Granted[i] + p.Refused[i]
+			}
+		}
+		if counted > 3 {
+			t.Fatalf("counted %d calls of 3", counted)
+		}
+		time.Sleep(50 * time.Millisecond) // polling for the flush, not a wait standing in for one
+	}
+	if code, text := get(t, "http://"+h+"/v1/traffic/top?policy=edge/remote_address"); code != http.StatusNotFound || !strings.Contains(text, "not recorded") {
+		t.Fatalf("top with keys off: %d %s", code, text)
+	}
+	rdb := rs.Client(t)
+	keys, err := rdb.Keys(t.Context(), "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if strings.Contains(k, "traffic:top") {
+			t.Errorf("%s kept with keys off", k)
+		}
+	}
+}

@@ -426,6 +426,8 @@
 //	    	file of name:token lines, the bearer tokens that may change rules through the API (none: writes are off)
 //	  -traffic
 //	    	count the traffic per policy in Redis for GET /v1/traffic and the dashboard (--traffic=false turns it off)
+//	  -traffic-keys
+//	    	with --traffic, also count each policy's hottest keys (GET /v1/traffic/top, the dashboard); --traffic-keys=false keeps keys that are personal data (addresses, user ids) out of Redis and the dashboard
 //
 // # redlimit help
 //

@@ -22,6 +22,7 @@ const streamWindow = 5
 //	GET /v1/traffic/stream             server-sent events, one a second, each a
 //	                                   Series of the last 5 seconds
 //	GET /v1/traffic/top?policy=P&n=N   the N (default 10) hottest keys of P
+//	                                   (404 with Options.NoTopKeys)
 //
 // A stream ends when the client goes or stop is closed (the server
 // drains). Errors are application/problem+json.
@@ -156,6 +157,8 @@ func fail(w http.ResponseWriter, err error) {
 		code = http.StatusBadRequest
 	case errors.Is(err, redlimit.ErrUnavailable):
 		code = http.StatusServiceUnavailable
+	case errors.Is(err, ErrNoTopKeys):
+		code = http.StatusNotFound
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(code)

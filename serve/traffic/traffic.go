@@ -2,6 +2,7 @@ package traffic
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sort"
 	"strings"
@@ -37,7 +38,14 @@ type Options struct {
 	// MaxStreams bounds the event streams open at once (each reads the
 	// store every second); default 64. One more is answered 503.
 	MaxStreams int
+	// NoTopKeys records no keys, only the counts per policy: for keys
+	// that are personal data (addresses, user ids), which then reach
+	// neither Redis nor the dashboard. Top answers ErrNoTopKeys.
+	NoTopKeys bool
 }
+
+// ErrNoTopKeys: the Recorder records no keys (Options.NoTopKeys).
+var ErrNoTopKeys = errors.New("traffic: the hottest keys are not recorded (turned off)")
 
 // Recorder counts the calls it observes and adds them to the shared
 // store every second. It is safe for concurrent use.
@@ -114,10 +122,6 @@ func (r *Recorder) Observe(_ context.Context, e redlimit.Event) {
 		return
 	}
 	name := PolicyName(e.Name)
-	key := e.Key
-	if len(key) > maxKeyLen {
-		key = key[:maxKeyLen]
-	}
 	sec := e.Start.Unix()
 	if e.Start.IsZero() {
 		sec = r.opts.Clock.Now().Unix()
@@ -138,10 +142,17 @@ func (r *Recorder) Observe(_ context.Context, e redlimit.Event) {
 	} else {
 		c[1]++
 	}
+	if r.opts.NoTopKeys {
+		return
+	}
 	tk := r.top[name]
 	if tk == nil {
 		tk = newTopK(r.opts.TopKeys)
 		r.top[name] = tk
+	}
+	key := e.Key
+	if len(key) > maxKeyLen {
+		key = key[:maxKeyLen]
 	}
 	tk.add(key, 1)
 }
@@ -247,6 +258,9 @@ type KeyCount struct {
 // Top returns the n keys of policy with the most hits over the minutes
 // kept (the current one included), most hits first.
 func (r *Recorder) Top(ctx context.Context, policy string, n int) ([]KeyCount, error) {
+	if r.opts.NoTopKeys {
+		return nil, ErrNoTopKeys
+	}
 	if n < 1 || n > r.opts.TopKeys {
 		return nil, ErrRange
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,12 +48,16 @@ func startRedis(t *testing.T) redis.UniversalClient {
 	return rdb
 }
 
-// TestInstancesAddUp: two instances on one Redis each count their own
-// calls; either one reads the sum, per policy and second, and the hottest
-// keys of both.
+// TestInstancesAddUp: two instances on one Redis, or on one Redis
+// Cluster, each count their own calls; either one reads the sum, per
+// policy and second, and the hottest keys of both.
 func TestInstancesAddUp(t *testing.T) {
+	t.Run("server", func(t *testing.T) { instancesAddUp(t, startRedis(t)) })
+	t.Run("cluster", func(t *testing.T) { instancesAddUp(t, redistest.StartCluster(t, 3, 0).Client(t)) })
+}
+
+func instancesAddUp(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
-	rdb := startRedis(t)
 	fake := clock.NewFake(t0)
 	a, b := newRecorder(t, rdb, fake), newRecorder(t, rdb, fake)
 	for range 3 {
@@ -88,8 +93,31 @@ func TestInstancesAddUp(t *testing.T) {
 	if len(top) != 2 || top[0] != (traffic.KeyCount{Key: "10.0.0.1", Hits: 4}) || top[1] != (traffic.KeyCount{Key: "10.0.0.2", Hits: 1}) {
 		t.Fatalf("top %+v", top)
 	}
-	// Every key expires.
-	keys, err := rdb.Keys(ctx, traffic.DefaultPrefix+"traffic:*").Result()
+	// Every key expires (on a Cluster, all under the prefix's hash tag,
+	// on one primary).
+	var (
+		mu      sync.Mutex
+		keys    []string
+		holders int // primaries holding some
+	)
+	collect := func(ctx context.Context, c *redis.Client) error {
+		ks, err := c.Keys(ctx, traffic.DefaultPrefix+"traffic:*").Result()
+		mu.Lock()
+		defer mu.Unlock()
+		keys = append(keys, ks...)
+		if len(ks) > 0 {
+			holders++
+		}
+		return err
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, collect)
+	} else {
+		err = collect(ctx, rdb.(*redis.Client))
+	}
+	if holders != 1 {
+		t.Errorf("traffic keys on %d primaries", holders)
+	}
 	if err != nil || len(keys) == 0 {
 		t.Fatalf("keys %v %v", keys, err)
 	}

@@ -47,6 +47,10 @@ type LoadOptions struct {
 	// systems keep their counts in: Measure then reports its CPU and
 	// commands per decision (INFO, read at the window's ends).
 	Redis string
+	// Floor, when its Addr is set, is the gRPC floor (NewFloor, FloorName
+	// if unnamed), measured in every round after the two systems, the
+	// same way, and reported beside them, never in a ratio.
+	Floor System
 	// Progress, when set, gets one line per measurement.
 	Progress io.Writer
 }
@@ -197,11 +201,25 @@ type Cell struct {
 	// Errors and Refused add up every measurement of the cell.
 	Errors  int64 `json:"errors"`
 	Refused int64 `json:"refused"`
+	// Floor sums the gRPC floor's measurements up, when measured.
+	Floor *FloorCell `json:"floor,omitempty"`
+}
+
+// FloorCell is the gRPC floor's figures in one cell, over the rounds.
+type FloorCell struct {
+	PerSecond Stat  `json:"decisions_per_s"`
+	P50       Stat  `json:"p50_ns"`
+	P99       Stat  `json:"p99_ns"`
+	ServerCPU Stat  `json:"server_cpu_per_decision"`
+	ClientCPU Stat  `json:"client_cpu_per_decision"`
+	RedisCPU  Stat  `json:"redis_cpu_per_decision"`
+	Errors    int64 `json:"errors"`
 }
 
 // LoadReport is the outcome of Measure.
 type LoadReport struct {
 	Systems      [2]System     `json:"systems"`
+	Floor        *System       `json:"floor,omitempty"`
 	Domain       string        `json:"domain"`
 	Key          string        `json:"key"`
 	Rounds       int           `json:"rounds"`
@@ -247,6 +265,9 @@ func (o *LoadOptions) setDefaults() error {
 	if o.RunID == "" {
 		o.RunID = newRunID()
 	}
+	if o.Floor.Addr != "" && o.Floor.Name == "" {
+		o.Floor.Name = FloorName
+	}
 	return nil
 }
 
@@ -263,9 +284,26 @@ func Measure(ctx context.Context, a, b System, o LoadOptions) (*LoadReport, erro
 	if err := o.setDefaults(); err != nil {
 		return nil, err
 	}
+	if o.Floor.Addr != "" {
+		if err := checkSystems(a, o.Floor); err != nil {
+			return nil, fmt.Errorf("%w (the floor)", err)
+		}
+		if err := checkSystems(b, o.Floor); err != nil {
+			return nil, fmt.Errorf("%w (the floor)", err)
+		}
+	}
 	r := &LoadReport{Systems: [2]System{a, b}, Domain: o.Domain, Key: o.Key, Rounds: o.Rounds,
 		Duration: o.Duration, Warmup: o.Warmup, Conns: o.Conns, OneValue: o.OneValue, RunID: o.RunID}
 	sys := r.Systems
+	if o.Floor.Addr != "" {
+		r.Floor = &o.Floor
+	}
+	progress := func(m Measurement) {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "callers=%d round=%d %s: %.0f decisions/s p50=%v p99=%v errors=%d load %.2f->%.2f cpu/decision server=%.1fµs redis=%.1fµs client=%.1fµs\n",
+				m.Callers, m.Round, m.System, m.PerSecond, m.P50, m.P99, m.Errors, m.LoadBefore, m.LoadAfter, m.ServerCPU*1e6, m.RedisCPU*1e6, m.ClientCPU*1e6)
+		}
+	}
 	var rdb *redis.Client
 	if o.Redis != "" {
 		rdb = redis.NewClient(&redis.Options{Addr: o.Redis, MaxRetries: -1, PoolSize: 1})
@@ -277,6 +315,7 @@ func Measure(ctx context.Context, a, b System, o LoadOptions) (*LoadReport, erro
 	for _, callers := range o.Callers {
 		cell := Cell{Callers: callers}
 		var per [2][]Measurement
+		var floor []Measurement
 		for round := range o.Rounds {
 			for k := range 2 {
 				i := (round + k) % 2
@@ -284,10 +323,7 @@ func Measure(ctx context.Context, a, b System, o LoadOptions) (*LoadReport, erro
 				if err != nil {
 					return nil, err
 				}
-				if o.Progress != nil {
-					fmt.Fprintf(o.Progress, "callers=%d round=%d %s: %.0f decisions/s p50=%v p99=%v errors=%d load %.2f->%.2f cpu/decision server=%.1fµs redis=%.1fµs client=%.1fµs\n",
-						callers, round+1, sys[i].Name, m.PerSecond, m.P50, m.P99, m.Errors, m.LoadBefore, m.LoadAfter, m.ServerCPU*1e6, m.RedisCPU*1e6, m.ClientCPU*1e6)
-				}
+				progress(m)
 				per[i] = append(per[i], m)
 				r.Measurements = append(r.Measurements, m)
 				cell.Errors += m.Errors
@@ -298,6 +334,29 @@ func Measure(ctx context.Context, a, b System, o LoadOptions) (*LoadReport, erro
 				cell.Ratios = append(cell.Ratios, ma.PerSecond/mb.PerSecond)
 				cell.P99Ratios = append(cell.P99Ratios, float64(ma.P99)/float64(mb.P99))
 			}
+			if r.Floor != nil {
+				m, err := measureOne(ctx, o.Floor, callers, round, o, rdb)
+				if err != nil {
+					return nil, err
+				}
+				progress(m)
+				floor = append(floor, m)
+				r.Measurements = append(r.Measurements, m)
+			}
+		}
+		if r.Floor != nil {
+			fc := &FloorCell{
+				PerSecond: summarise(figures(floor, func(m Measurement) float64 { return m.PerSecond })),
+				P50:       summarise(figures(floor, func(m Measurement) float64 { return float64(m.P50) })),
+				P99:       summarise(figures(floor, func(m Measurement) float64 { return float64(m.P99) })),
+				ServerCPU: summarise(known(figures(floor, func(m Measurement) float64 { return m.ServerCPU }))),
+				ClientCPU: summarise(known(figures(floor, func(m Measurement) float64 { return m.ClientCPU }))),
+				RedisCPU:  summarise(known(figures(floor, func(m Measurement) float64 { return m.RedisCPU }))),
+			}
+			for _, m := range floor {
+				fc.Errors += m.Errors
+			}
+			cell.Floor = fc
 		}
 		for i := range 2 {
 			cell.PerSecond[i] = summarise(figures(per[i], func(m Measurement) float64 { return m.PerSecond }))

@@ -108,10 +108,24 @@ func (r *LoadReport) WriteMarkdown(w io.Writer) {
 				micros(c.ClientCPU[0]), micros(c.ClientCPU[1]), count(c.RedisCmds[0]), count(c.RedisCmds[1]))
 		}
 	}
+	if r.Floor != nil {
+		fmt.Fprintf(w, "\nBaseline, not a rate limiter, never in a ratio: `%s`, a plain gRPC-go server with redlimit serve's gRPC options answering every call one constant OK, without Redis; measured the same way, after the two systems in each round. Its CPU per call is what gRPC-go alone costs a service.\n\n", r.Floor.Name)
+		fmt.Fprintf(w, "| callers | %s decisions/s | %s p99 | %s p50 | %s CPU | Redis CPU (%s) | client CPU (%s) |\n", r.Floor.Name, r.Floor.Name, r.Floor.Name, r.Floor.Name, r.Floor.Name, r.Floor.Name)
+		fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|")
+		for _, c := range r.Cells {
+			if f := c.Floor; f != nil {
+				fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s |\n", c.Callers, num(f.PerSecond), dur(f.P99), dur(f.P50),
+					micros(f.ServerCPU), micros(f.RedisCPU), micros(f.ClientCPU))
+			}
+		}
+	}
 	var notes []string
 	for _, c := range r.Cells {
 		if c.Errors > 0 || c.Refused > 0 {
 			notes = append(notes, fmt.Sprintf("%d callers: %d failed calls, %d refused", c.Callers, c.Errors, c.Refused))
+		}
+		if c.Floor != nil && c.Floor.Errors > 0 {
+			notes = append(notes, fmt.Sprintf("%d callers: %d failed calls to the floor", c.Callers, c.Floor.Errors))
 		}
 	}
 	if len(notes) > 0 {

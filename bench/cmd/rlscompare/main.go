@@ -7,6 +7,12 @@
 //
 //	cd bench && go run ./cmd/rlscompare --a redlimit=127.0.0.1:8081 --b envoy=127.0.0.1:8091
 //	    [--a-pid PID --b-pid PID --redis 127.0.0.1:6379]   # CPU per decision too
+//	    [--floor 127.0.0.1:8071 --floor-pid PID]           # the gRPC floor beside them
+//
+// --serve-floor ADDR runs the gRPC floor instead (rls.NewFloor, a baseline:
+// gRPC-go answering a constant OK, no Redis) in this process until
+// interrupted, then prints the calls it answered and its allocations per
+// call; start it where the services run, and measure it with --floor.
 //
 // How to start both: docs/bench.md, "Beside envoyproxy/ratelimit".
 package main
@@ -18,8 +24,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +71,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	bPID := fs.Int("b-pid", 0, "process id of B on this machine")
 	redisAddr := fs.String("redis", "", "`host:port` of the Redis both keep their counts in: report its CPU and commands per decision")
 	jsonFile := fs.String("json", "", "write every answer and measurement to `FILE` (JSON)")
+	floorAddr := fs.String("floor", "", "`host:port` of a gRPC floor (--serve-floor) to measure after the two systems in each round, never in a ratio")
+	floorPID := fs.Int("floor-pid", 0, "process id of the floor on this machine: report its CPU per call")
+	serveFloor := fs.String("serve-floor", "", "serve the gRPC floor on `host:port` until interrupted (nothing else is run)")
 	printRules := fs.Bool("print-rules", false, "print the rules both systems must read (bench/rls/rules.yaml) and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./cmd/rlscompare --a NAME=ADDR --b NAME=ADDR [flags]   (in bench/)\n\n"+
@@ -79,6 +90,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *serveFloor != "" {
+		return runFloor(ctx, *serveFloor, stderr)
 	}
 	a, err := parseSystem("--a", *aFlag)
 	if err != nil {
@@ -116,7 +130,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(cs) > 0 {
 		fmt.Fprintf(stderr, "load: callers %v, %d rounds of %v + %v warm-up per system...\n", cs, *rounds, *duration, *warmup)
 		res.Load, err = rls.Measure(ctx, a, b, rls.LoadOptions{Callers: cs, Rounds: *rounds, Duration: *duration,
-			Warmup: *warmup, Conns: *conns, OneValue: *oneValue, Redis: *redisAddr, Progress: stderr})
+			Warmup: *warmup, Conns: *conns, OneValue: *oneValue, Redis: *redisAddr, Progress: stderr,
+			Floor: rls.System{Addr: *floorAddr, PID: *floorPID}})
 		if err != nil {
 			return err
 		}
@@ -143,4 +158,18 @@ func parseSystem(flagName, v string) (rls.System, error) {
 		return rls.System{}, fmt.Errorf("%s: want NAME=host:port, got %q", flagName, v)
 	}
 	return rls.System{Name: name, Addr: addr}, nil
+}
+
+// runFloor serves the gRPC floor on addr, at redlimit serve's collector
+// target, until ctx ends.
+func runFloor(ctx context.Context, addr string, stderr io.Writer) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	debug.SetGCPercent(rls.FloorGCPercent)
+	fmt.Fprintf(stderr, "grpc floor: serving on %s (pid %d)\n", l.Addr(), os.Getpid())
+	calls, allocs, err := rls.ServeFloor(ctx, l)
+	fmt.Fprintf(stderr, "grpc floor: %d calls answered, %.1f heap allocations per call (the whole process)\n", calls, allocs)
+	return err
 }

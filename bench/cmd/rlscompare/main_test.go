@@ -3,8 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"strings"
 	"testing"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/redlimit/redlimit/bench/rls"
 )
@@ -33,5 +38,38 @@ func TestBadFlags(t *testing.T) {
 		if err == nil || out.Len() != 0 {
 			t.Errorf("%s: err %v, out %q", strings.Join(args, " "), err, out.String())
 		}
+	}
+}
+
+// TestServeFloor: --serve-floor answers a real gRPC client until
+// interrupted, then says how many calls it answered.
+func TestServeFloor(t *testing.T) {
+	// A free port, let go for the command to take.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"--serve-floor", addr}, &out, &errOut) }()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// WaitForReady: the call waits for the command to listen.
+	resp, err := rlsv3.NewRateLimitServiceClient(cc).ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: rls.Domain}, grpc.WaitForReady(true))
+	cc.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("answer %v, %v", resp, err)
+	}
+	if !strings.Contains(errOut.String(), "grpc floor: 1 calls answered") {
+		t.Errorf("stderr %q", errOut.String())
 	}
 }

@@ -66,7 +66,7 @@ func TestBoundLimiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(sweepEvery)
-	s.shard("bound").due(clk.Now().UnixMicro())
+	s.sweepDue(s.shard("bound"), clk.Now().UnixMicro())
 	if names, _ := s.census(); names != 0 {
 		t.Fatalf("%d names left after the sweep; want 0", names)
 	}

@@ -146,3 +146,55 @@ func TestEvictionRace(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestSweepSchedule: each shard is swept once it has gone sweepEvery
+// without a sweep, by the first call on it, never earlier, whatever the
+// other shards' schedules (the store's due time only lets calls skip the
+// look at their shard while no shard is due).
+func TestSweepSchedule(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	s := New(WithTimeSource(clk))
+	cfg := redlimit.TokenBucketConfig(10, time.Second, 10)
+	// One name per shard; the last shard's is first called 5 s later.
+	names := make([]string, 0, shardCount)
+	seen := map[*shard]bool{}
+	for i := 0; len(names) < shardCount; i++ {
+		if name := "n-" + strconv.Itoa(i); !seen[s.shard(name)] {
+			seen[s.shard(name)] = true
+			names = append(names, name)
+		}
+	}
+	late := names[shardCount-1]
+	acquire := func(name string) {
+		t.Helper()
+		if _, err := s.Acquire(ctx, redlimit.Key{Name: name}, cfg, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range names[:shardCount-1] {
+		acquire(name)
+	}
+	clk.Advance(5 * time.Second)
+	acquire(late)
+	logs := func(want int) {
+		t.Helper()
+		if _, got := s.census(); got != want {
+			t.Fatalf("at %v: %d logs; want %d", clk.Now().Sub(t0), got, want)
+		}
+	}
+	logs(shardCount)
+	clk.Advance(5 * time.Second) // 10 s: every shard but the late one is due
+	s.Config(ctx, late)
+	logs(shardCount)
+	for _, name := range names[:shardCount-1] {
+		s.Config(ctx, name)
+	}
+	logs(1) // the late name's bucket, full long ago, is not swept yet
+	clk.Advance(4 * time.Second)
+	s.Config(ctx, late)
+	logs(1)
+	clk.Advance(time.Second) // 15 s: the late shard is due
+	s.Config(ctx, late)
+	logs(0)
+}

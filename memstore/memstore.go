@@ -69,6 +69,10 @@ type Store struct {
 	// last is the config interned last: limiters restored from the same
 	// known config (per-user limits) share one copy.
 	last atomic.Pointer[conf]
+	// due is a store time (µs) no later than the first at which a shard
+	// is due a sweep: a call before it reads no shard's state to end (its
+	// shard's line is not touched at all), and is written only by sweeps.
+	due atomic.Int64
 }
 
 var _ redlimit.Store = (*Store)(nil)
@@ -294,18 +298,32 @@ func (s *Store) find(sh *shard, name string, mk making) *limiter {
 // done unlocks l after a call at now, and sweeps sh if it is due.
 func (s *Store) done(sh *shard, l *limiter, now int64) {
 	l.mu.Unlock()
-	if now-sh.swept.Load() >= sweepEvery.Microseconds() {
-		sh.due(now)
+	if now >= s.due.Load() && now-sh.swept.Load() >= sweepEvery.Microseconds() {
+		s.sweepDue(sh, now)
 	}
 }
 
-// due sweeps sh at now unless another call took the sweep first.
-func (sh *shard) due(now int64) {
+// sweepDue sweeps sh at now unless another call took the sweep first,
+// then moves the store's due time to the earliest shard's.
+func (s *Store) sweepDue(sh *shard, now int64) {
 	if last := sh.swept.Load(); now-last >= sweepEvery.Microseconds() && sh.swept.CompareAndSwap(last, now) {
 		sh.mu.Lock()
 		sh.sweep(now)
 		sh.mu.Unlock()
+		s.nextDue()
 	}
+}
+
+// nextDue sets the store's due time to when the shard swept longest ago
+// is due. Sweep times only grow, so a value computed from older reads is
+// earlier, never later, than the true one: a call may look at its shard
+// in vain, but a due sweep is never skipped.
+func (s *Store) nextDue() {
+	oldest := s.shards[0].swept.Load()
+	for i := 1; i < shardCount; i++ {
+		oldest = min(oldest, s.shards[i].swept.Load())
+	}
+	s.due.Store(oldest + sweepEvery.Microseconds())
 }
 
 // sweep drops the forgotten state of the shard's limiters, and the limiters

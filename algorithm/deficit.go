@@ -32,15 +32,17 @@ type Deficit struct {
 	// Expiry is when Owed has drained to 0 at the state's own config; the
 	// state counts as empty from then on unless a config change slowed it.
 	Expiry int64
+	// Live is the grants made while the queue is open that were not
+	// cancelled: waiting, due, or used. It comes before the queue's bounds
+	// so that a grant from a bucket with no queue (tokenbucket's Take)
+	// reads one run of fields, the fewest cache lines.
+	Live int64
 	// The queue of reservations, kept so that cancellations in any order
 	// hand back everything once every waiter has gone (see Cancel). It is
 	// open from Head (the now of its first reservation, which is after
 	// Head) until Tail, the latest instant granted in it; past Tail it is
 	// closed and these are zero. A change of config closes it too.
 	Head, Tail int64
-	// Live is the grants made while the queue is open that were not
-	// cancelled: waiting, due, or used.
-	Live int64
 	// Held is the debt (permits x Scale) of cancelled reservations that
 	// later grants built on, so that it could not be handed back then.
 	Held int64

@@ -69,6 +69,10 @@ type Store struct {
 	// last is the config interned last: limiters restored from the same
 	// known config (per-user limits) share one copy.
 	last atomic.Pointer[conf]
+	// lastIn is the config as given (not normalized) interned last, with
+	// its conf: a caller of the Store that passes the same config as it
+	// wrote it on every call is not normalized again each time.
+	lastIn atomic.Pointer[given]
 	// due is a store time (µs) no later than the first at which a shard
 	// is due a sweep: a call before it reads no shard's state to end (its
 	// shard's line is not touched at all), and is written only by sweeps.
@@ -215,17 +219,30 @@ func units(spec *algorithm.Spec) int64 {
 	return int64(spec.Unit / time.Microsecond)
 }
 
+// given is a config as a caller gave it and its conf (Store.lastIn).
+type given struct {
+	in redlimit.Config
+	p  *conf
+}
+
 // intern returns c, normalized, as a shared conf. A config equal to the
-// last one interned is known to be valid and is not normalized again.
+// last one interned, normalized or as given, is known to be valid and is
+// not normalized again (Normalize is a function of the config alone).
 func (s *Store) intern(c redlimit.Config) (*conf, error) {
 	if p := s.last.Load(); p != nil && p.Config == c {
 		return p, nil
+	}
+	if g := s.lastIn.Load(); g != nil && g.in == c {
+		return g.p, nil
 	}
 	n, err := c.Normalize()
 	if err != nil {
 		return nil, err
 	}
 	if p := s.last.Load(); p != nil && p.Config == n {
+		if n != c {
+			s.lastIn.Store(&given{in: c, p: p})
+		}
 		return p, nil
 	}
 	spec := algorithm.Lookup(string(n.Algorithm)) // known: n is normalized
@@ -233,6 +250,9 @@ func (s *Store) intern(c redlimit.Config) (*conf, error) {
 	every := n.Interval.Microseconds()
 	p := &conf{Config: n, spec: spec, lim: algorithm.Limit{Rate: n.Rate, Interval: every / unit, Burst: n.Burst, Capacity: n.Capacity}, max: n.MaxPermits(), unit: unit, every: every}
 	s.last.Store(p)
+	if n != c {
+		s.lastIn.Store(&given{in: c, p: p})
+	}
 	return p, nil
 }
 

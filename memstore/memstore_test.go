@@ -41,3 +41,34 @@ func TestExpireTakesOverallState(t *testing.T) {
 		t.Fatalf("after the TTL: %+v, %v; want a grant from a fresh state", r, err)
 	}
 }
+
+// TestConfigAsGiven: configs passed as a caller wrote them (not
+// normalized), alternating between names, are each answered under their
+// own normalized form, however the store remembers the last ones.
+func TestConfigAsGiven(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New(memstore.WithTimeSource(clock.NewFake(time.Unix(1_700_000_000, 0))))
+	given := []redlimit.Config{
+		{Algorithm: redlimit.TokenBucket, Rate: 10, Interval: time.Second},
+		{Algorithm: redlimit.TokenBucket, Rate: 20, Interval: time.Second},
+		{Rate: 5, Interval: time.Second},
+	}
+	for round := range 3 {
+		for i, c := range given {
+			want, err := c.Normalize()
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := redlimit.Key{Name: "given-" + string(rune('a'+i))}
+			d, err := s.Acquire(ctx, key, c, 1, 0)
+			if err != nil || !d.Granted {
+				t.Fatalf("round %d, config %d: %+v, %v", round, i, d, err)
+			}
+			got := d.Config
+			got.Epoch = 0
+			if got != want || d.Remaining != want.Rate-int64(round)-1 {
+				t.Fatalf("round %d, config %d: answered under %+v with %d left; want %+v with %d", round, i, d.Config, d.Remaining, want, want.Rate-int64(round)-1)
+			}
+		}
+	}
+}

@@ -66,6 +66,7 @@ end
 -- policyPairs and policyLeads are made at the first run: a function
 -- library's loading sees no globals but redis.
 local policyPairs, policyLeads
+local policyCacheX, policyCacheText -- policy_c36's
 local function policy_init()
   policyPairs = setmetatable({}, {__index = function(t, d)
     local v = string.char(policy_digit((d - d % 36) / 36), policy_digit(d % 36))
@@ -80,6 +81,8 @@ local function policy_init()
   end})
   fixedImpl, bucketImpl, leakyImpl = algorithms['fixed-window'], algorithms['token-bucket'], algorithms['leaky-bucket']
   counterImpl = algorithms['sliding-counter']
+  policyCacheX, policyCacheText = {}, {}
+  for i = 1, 61 do policyCacheX[i], policyCacheText[i] = false, '' end
 end
 local function policy_b36(x)
   if x < 1296 then
@@ -98,6 +101,18 @@ local function policy_b36(x)
   local d = x % 1296
   x = (x - d) / 1296
   return policy_b36(x) .. policyPairs[d] .. policyPairs[c] .. policyPairs[b] .. policyPairs[a]
+end
+-- policy_c36 is policy_b36 through a cache of 61 slots by x mod 61
+-- (arrays made once, filled in place: a miss costs no table growth):
+-- the calls of a run share their instant, and keys counted alike their
+-- offsets from it (a window's end, a bucket's deficit), so most numbers
+-- of a state were written out by a call before.
+local function policy_c36(x)
+  local i = x % 61 + 1
+  if policyCacheX[i] == x then return policyCacheText[i] end
+  local v = policy_b36(x)
+  policyCacheX[i], policyCacheText[i] = x, v
+  return v
 end
 local function policy_to36(x)
   return policy_b36(tonumber(x))
@@ -130,6 +145,58 @@ local function policy_from36(x)
   return fmt('%d', tonumber(x, 36))
 end
 
+-- policy_num is tonumber(s) for the decimal ARGV of a call (permits,
+-- wait, the count of limits, a batch's counts), through policyNums: the
+-- same few texts come on every call, and reading one anew costs more
+-- than the rest of its use. Emptied when it holds 256, as parsed.
+local policyNums, policyNumCount = {}, 0
+local function policy_num(s)
+  if s == nil then return nil end
+  local v = policyNums[s]
+  if v == nil then
+    v = tonumber(s) or false
+    if policyNumCount == 256 then policyNums, policyNumCount = {}, 0 end
+    policyNums[s], policyNumCount = v, policyNumCount + 1
+  end
+  return v or nil
+end
+
+-- policy_ttl is the decimal text of a TTL in ms, through policyTTLs (a
+-- number passed to redis.call is written out by printf on every call).
+-- Emptied when it holds 4096.
+local policyTTLs, policyTTLCount = {}, 0
+local function policy_ttl(ms)
+  local v = policyTTLs[ms]
+  if not v then
+    v = fmt('%d', ms)
+    if policyTTLCount == 4096 then policyTTLs, policyTTLCount = {}, 0 end
+    policyTTLs[ms], policyTTLCount = v, policyTTLCount + 1
+  end
+  return v
+end
+
+-- policy_heads gives, for a policy's epoch and version (ARGV texts), the
+-- head of its key's state with each fast algorithm's letter, "EPOCH
+-- VERSION|f" and so on: made once, not per call, and a state is known
+-- as this version's by a plain prefix test instead of two captures.
+local policyHeads, policyHeadCount = {}, 0
+local function policy_heads(epoch, versionText)
+  local byVersion = policyHeads[epoch]
+  local h = byVersion and byVersion[versionText]
+  if h then return h end
+  if policyHeadCount == 256 then policyHeads, policyHeadCount = {}, 0 end
+  byVersion = policyHeads[epoch]
+  if not byVersion then
+    byVersion = {}
+    policyHeads[epoch] = byVersion
+  end
+  local base = epoch .. ' ' .. versionText .. '|'
+  h = {f = base .. 'f', c = base .. 'c', t = base .. 't', q = base .. 'q'}
+  h.nf, h.nc, h.nt, h.nq = #h.f + 1, #h.c + 1, #h.t + 1, #h.q + 1
+  byVersion[versionText], policyHeadCount = h, policyHeadCount + 1
+  return h
+end
+
 -- policy_signed36 reads a whole number in base 36, "-" first when negative.
 local function policy_signed36(x)
   if string.byte(x) == 45 then return -tonumber(string.sub(x, 2), 36) end -- '-'
@@ -150,14 +217,17 @@ end
 local function policy_fast(key, raw, start, injected, p, n, maxWait, epoch, versionText)
   local rate, interval = p.rate, p.interval * 1000
   local now, e = start, 0
-  local b36 = policy_b36
+  local b36 = policy_c36
+  local heads = policy_heads(epoch, versionText)
   local st -- the key's string written: one concatenation
   local left
   if p.impl == fixedImpl then
     local ws, q, expiry = nil, 0, 0
+    local head = heads.f
     if raw then
-      local E, v, l, x, s, k, m = string.match(raw, '^(%w+) (%w+)|f(%w+) (%w+) (%-?)(%w+) (%w+)$')
-      if not E or E ~= epoch or v ~= versionText then return nil end
+      if string.find(raw, head, 1, true) ~= 1 then return nil end
+      local l, x, s, k, m = string.match(raw, '^(%w+) (%w+) (%-?)(%w+) (%w+)$', heads.nf)
+      if not l then return nil end
       l, x, q, ws = tonumber(l, 36), tonumber(x, 36), tonumber(m, 36), tonumber(k, 36)
       if s == '-' then ws = -ws end
       ws, expiry = l + ws, l + x
@@ -172,21 +242,32 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, epoch, vers
     end
     q, ws, e = a1, a2, a3
     left = rate - q
-    st = epoch .. ' ' .. versionText .. '|f' .. b36(now) .. ' ' .. b36(e - now) .. ' ' .. b36(ws - now) .. ' ' .. b36(q)
+    st = head .. b36(now) .. ' ' .. b36(e - now) .. ' ' .. b36(ws - now) .. ' ' .. b36(q)
   elseif p.impl == counterImpl then
     local tail, s1, p1, s2, p2 = 0, nil, 0, nil, 0
+    local head = heads.c
     if raw then
-      local E, v, l, x, t, a1, b1, a2, b2 = string.match(raw, '^(%w+) (%w+)|c(%w+) (%w+) (%-?%w+) (%-?%w+) (%w+) (%-?%w+) (%w+)$')
-      if not E then
-        E, v, l, x, t, a1, b1 = string.match(raw, '^(%w+) (%w+)|c(%w+) (%w+) (%-?%w+) (%-?%w+) (%w+)$')
+      if string.find(raw, head, 1, true) ~= 1 then return nil end
+      -- One window, then a second one if the state goes on.
+      local _, stop, l, x, t, g1, a1, b1 = string.find(raw, '^(%w+) (%w+) (%-?%w+) (%-?)(%w+) (%w+)', heads.nc)
+      if not l then return nil end
+      local g2, a2, b2
+      if stop < #raw then
+        g2, a2, b2 = string.match(raw, '^ (%-?)(%w+) (%w+)$', stop + 1)
+        if not a2 then return nil end
       end
-      if not E or E ~= epoch or v ~= versionText then return nil end
       l = tonumber(l, 36)
       local expiry = l + tonumber(x, 36)
       if l > now then now = l end
       if now < expiry then -- else past its expiry: empty
-        tail, s1, p1 = l + policy_signed36(t), l + policy_signed36(a1), tonumber(b1, 36)
-        if a2 then s2, p2 = l + policy_signed36(a2), tonumber(b2, 36) end
+        s1, p1 = tonumber(a1, 36), tonumber(b1, 36)
+        if g1 == '-' then s1 = -s1 end
+        tail, s1 = l + policy_signed36(t), l + s1
+        if a2 then
+          s2, p2 = tonumber(a2, 36), tonumber(b2, 36)
+          if g2 == '-' then s2 = -s2 end
+          s2 = l + s2
+        end
       end
     end
     local ok, k
@@ -194,19 +275,21 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, epoch, vers
     if not ok then return nil end
     -- The tail is now: 0.
     if k == 2 then
-      st = epoch .. ' ' .. versionText .. '|c' .. b36(now) .. ' ' .. b36(e - now) .. ' 0 ' .. b36(s1 - now) .. ' ' .. b36(p1) ..
+      st = head .. b36(now) .. ' ' .. b36(e - now) .. ' 0 ' .. b36(s1 - now) .. ' ' .. b36(p1) ..
         ' ' .. b36(s2 - now) .. ' ' .. b36(p2)
     else
-      st = epoch .. ' ' .. versionText .. '|c' .. b36(now) .. ' ' .. b36(e - now) .. ' 0 ' .. b36(s1 - now) .. ' ' .. b36(p1)
+      st = head .. b36(now) .. ' ' .. b36(e - now) .. ' 0 ' .. b36(s1 - now) .. ' ' .. b36(p1)
     end
   else
     -- A bucket's state "last owed": counted under this version's limit.
     local burst, owed, l, expiry = p.burst, 0, 0, 0
     local leaky = p.impl == leakyImpl
+    local head, at = heads.t, heads.nt
+    if leaky then head, at = heads.q, heads.nq end
     if raw then
-      local E, v, code, L, o = string.match(raw, '^(%w+) (%w+)|([tq])(%w+) (%w+)$')
-      if code ~= (leaky and 'q' or 't') then return nil end
-      if not E or E ~= epoch or v ~= versionText then return nil end
+      if string.find(raw, head, 1, true) ~= 1 then return nil end
+      local L, o = string.match(raw, '^(%w+) (%w+)$', at)
+      if not L then return nil end
       l, owed = tonumber(L, 36), tonumber(o, 36)
       expiry = l + ceildiv(owed, rate)
       if l > now then now = l end
@@ -219,11 +302,11 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, epoch, vers
     local after = a2
     left = a1
     e = now + ceildiv(after, rate)
-    st = epoch .. ' ' .. versionText .. (leaky and '|q' or '|t') .. b36(now) .. ' ' .. b36(after)
+    st = head .. b36(now) .. ' ' .. b36(after)
   end
   local ttl = later(ceildiv(e - start, 1000), 1)
   if injected then ttl = ttl + 60000 end
-  redis.call('SET', key, st, 'PX', ttl)
+  redis.call('SET', key, st, 'PX', policy_ttl(ttl))
   return {start, 1, left, later(e - start, 0)}
 end
 
@@ -244,9 +327,9 @@ end
 -- (a batch's calls of one policy share those): read in place, no table
 -- copied per call.
 local function policy_serve(keys, k, argv, a, b, start, injected)
-  local op, n, arg = argv[a], tonumber(argv[a + 1]), tonumber(argv[a + 2])
+  local op, n, arg = argv[a], policy_num(argv[a + 1]), policy_num(argv[a + 2])
   local epoch, versionText = argv[b], argv[b + 1]
-  local L = tonumber(argv[b + 4])
+  local L = policy_num(argv[b + 4])
   if not policyPairs then policy_init() end
   local stateKey = keys[k + 1]
   local raw = redis.call('GET', stateKey)
@@ -479,7 +562,7 @@ local function policy_batch(keys, argv)
   local out = {}
   local k, i, m, b = 0, 2, #argv, nil
   while i + 1 <= m do
-    local nk, na = tonumber(argv[i]), tonumber(argv[i + 1])
+    local nk, na = policy_num(argv[i]), policy_num(argv[i + 1])
     if not nk or not na or na < 4 or i + na > m then return {} end
     if na > 4 then b = i + 5 elseif not b then return {} end
     local ok, res = pcall(policy_serve, keys, k, argv, i + 2, b, start, injected)

@@ -262,7 +262,9 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, epoch, vers
       if now < expiry then -- else past its expiry: empty
         s1, p1 = tonumber(a1, 36), tonumber(b1, 36)
         if g1 == '-' then s1 = -s1 end
-        tail, s1 = l + policy_signed36(t), l + s1
+        -- The fast path writes the tail as 0: read only another one.
+        if t == '0' then tail = l else tail = l + policy_signed36(t) end
+        s1 = l + s1
         if a2 then
           s2, p2 = tonumber(a2, 36), tonumber(b2, 36)
           if g2 == '-' then s2 = -s2 end

@@ -113,6 +113,9 @@ func boxArg(v int64) any {
 // runWorks makes the calls of several logs (of one server, or one Cluster
 // slot) in one script run and sets each work's replies or error.
 func (s *Store) runWorks(ctx context.Context, works []*work) {
+	if len(works) == 1 && works[0].isLone() && s.runLone(ctx, works[0]) {
+		return
+	}
 	nk := 4 * len(works)
 	n := 3 + nk + 1
 	for _, w := range works {
@@ -176,6 +179,52 @@ func (s *Store) runWorks(ctx context.Context, works []*work) {
 			w.err = err
 		}
 	}
+}
+
+// isLone: w is one acquire on a limiter the client knows as an Overall
+// one, which the Lua library's lone function serves.
+func (w *work) isLone() bool {
+	return len(w.calls) == 1 && w.calls[0].op == opAcquire && w.known.cfg.Rate != 0 && w.known.cfg.Mode == redlimit.Overall
+}
+
+// runLone makes w's one call through the Lua library's lone function:
+// two keys and four arguments instead of main's four and six, the strings
+// Redis makes for every argument of every run. It returns false, having
+// changed nothing, when the stored config turns out to be PerClient,
+// whose call needs the client's keys: main serves it.
+func (s *Store) runLone(ctx context.Context, w *work) bool {
+	if w.keys.names == nil {
+		w.keys = s.keySetOf(w.key)
+	}
+	cl := w.calls[0]
+	c := limiterCalls.Get().(*limiterCall)
+	c.lone = true
+	c.cmd, c.keys = slices.Grow(c.cmd[:0], 9), slices.Grow(c.keys[:0], 2)
+	c.cmd = append(c.cmd, fcallName, loneFunctionName, 2)
+	c.keys = append(c.keys, w.keys.names[:2]...)
+	c.cmd = append(c.cmd, w.keys.args[:2]...)
+	c.cmd = append(c.cmd, s.nowArg(), w.known.arg, boxArg(cl.n), boxArg(cl.arg))
+	c.args = c.cmd[5:]
+	s.runs.Add(1)
+	s.runCalls.Add(1)
+	works := [1]*work{w}
+	raw, err := s.evalLimiter(ctx, true, c, works[:])
+	if err != nil {
+		w.err = wrap(err)
+		return true
+	}
+	clear(c.cmd)
+	clear(c.keys)
+	c.args, c.lone = nil, false
+	limiterCalls.Put(c)
+	if err = decodeReplies(raw, works[:]); err != nil {
+		w.err = err
+	}
+	if errors.Is(w.err, errPerClientStored) {
+		w.err = nil
+		return false
+	}
+	return true
 }
 
 // crossSlot: Redis refused a run whose keys are in several hash slots.

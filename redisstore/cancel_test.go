@@ -179,6 +179,9 @@ func (p *holdProxy) requests(c, s net.Conn, scripts chan<- bool) {
 				n++
 			}
 		}
+		if name == "fcall" && len(args) > 1 && bytes.HasSuffix(args[1], []byte("_1")) {
+			n = 1 // the library's lone function: one acquire
+		}
 		scripts <- script
 		// Counted before Redis has the call: a test that reads the count
 		// once the reply is back must see this call in it.

@@ -77,6 +77,9 @@ var (
 	// into the one chunk that one FCALL or EVAL runs.
 	limiterLua    = joinScripts(limiterFiles()...)
 	limiterScript = redis.NewScript(limiterLua + "\nreturn main(KEYS, ARGV)\n")
+	// limiterLoneScript runs the library's lone: one acquire on an
+	// Overall limiter, in fewer arguments (runLone).
+	limiterLoneScript = redis.NewScript(limiterLua + "\nreturn lone(KEYS, ARGV)\n")
 	// limiterFunction names the library and the function limiterLua is
 	// loaded as on Redis 7+ (FUNCTION LOAD): its definitions are made once
 	// there, not on every run. The name carries the library's hash, so that
@@ -85,7 +88,8 @@ var (
 	limiterLibrary  = "#!lua name=" + limiterFunction + "\n" + limiterLua +
 		"\nredis.register_function('" + limiterFunction + "', main)\n" +
 		"redis.register_function('" + limiterFunction + "_p', policy_main)\n" +
-		"redis.register_function('" + limiterFunction + "_b', policy_batch)\n"
+		"redis.register_function('" + limiterFunction + "_b', policy_batch)\n" +
+		"redis.register_function('" + limiterFunction + "_1', lone)\n"
 
 	configLua    = mustRead("config.lua")
 	configScript = redis.NewScript(configLua)
@@ -357,9 +361,19 @@ type limiterCall struct {
 	cmd  []any
 	keys []string
 	args []any
+	// lone: the call is the library's lone function (runLone), not main
+	lone bool
 }
 
-var fcallName, limiterFunctionName any = "fcall", limiterFunction
+var fcallName, limiterFunctionName, loneFunctionName any = "fcall", limiterFunction, limiterFunction + "_1"
+
+// script is the script that does what c's FCALL does.
+func (c *limiterCall) script() *redis.Script {
+	if c.lone {
+		return limiterLoneScript
+	}
+	return limiterScript
+}
 
 // evalLimiter runs the Lua library: as a function where Redis has it (loaded on
 // first use, and again after Redis lost it), else as a script. A caller
@@ -372,7 +386,7 @@ func (s *Store) evalLimiter(ctx context.Context, writes bool, c *limiterCall, wo
 		abandon = func() func(any, error) { return s.abandonRun(works) }
 	}
 	if off := s.functionsOff.Load(); !ok || off != 0 && time.Now().UnixNano() < off || (s.acks > 0 && writes) {
-		return s.evalThen(ctx, limiterScript, writes, abandon, c.keys, c.args...)
+		return s.evalThen(ctx, c.script(), writes, abandon, c.keys, c.args...)
 	}
 	r := s.failFast(ctx)
 	if r.watch == nil {
@@ -405,7 +419,7 @@ func (s *Store) fcall(ctx context.Context, d doer, c *limiterCall) (any, error) 
 		}
 	}
 	s.functionsOff.Store(time.Now().Add(functionsRetry).UnixNano())
-	return limiterScript.Run(ctx, s.scripter, c.keys, c.args...).Result()
+	return c.script().Run(ctx, s.scripter, c.keys, c.args...).Result()
 }
 
 // functionsRetry is how long the Lua library runs as a script after Redis could

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -132,6 +133,10 @@ func (r *packReader) str() (string, error) {
 	return s, nil
 }
 
+// errPerClientStored is the work error of a lone call (runLone) on a
+// limiter stored as PerClient: nothing was done, main serves the call.
+var errPerClientStored = errors.New("redisstore: the stored config is PerClient")
+
 // decodeReplies reads limiter.lua's reply to works into their replies,
 // trusting nothing of its shape: an error for the whole reply is returned,
 // one for a limiter (not initialized, unreadable config) goes to its work.
@@ -162,6 +167,9 @@ func decodeReplies(raw any, works []*work) error {
 			continue
 		case -3:
 			w.err = fmt.Errorf("limiter %q: %w: stored config", w.key.Name, redlimit.ErrCorrupt)
+			continue
+		case -4:
+			w.err = errPerClientStored
 			continue
 		case 0:
 			if stored.Rate == 0 {

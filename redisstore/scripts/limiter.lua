@@ -36,7 +36,8 @@
 -- state is written). The Overall state goes with its epoch (setconfig.lua).
 --
 -- Reply: one MessagePack array (cmsgpack.pack), per limiter: now, flag, then
---   flag -1: not initialized, -3: stored config unreadable (nothing follows)
+--   flag -1: not initialized, -3: stored config unreadable, -4: PerClient,
+--           sent by lone without the client's keys (nothing follows)
 --   flag 0: the stored config is the one the client sent; 1: it is not, and
 --           follows, as one string
 --   then for each call: code, value, wait (prelude.lua's reply)
@@ -54,6 +55,9 @@ local function parse(cfg)
     burst = tonumber(B), capacity = tonumber(C)}
   p.most = p[impl.most]
   if p.rate < 1 or p.interval < 1 or p.most < 1 then return false end
+  -- A bucket's state ends with the config it was counted under: kept as
+  -- text, it is compared and written without a number read or made.
+  p.bucketTail = fmt('%d %d %d', p.interval * 1000, p.rate, p.burst)
   return p
 end
 
@@ -106,6 +110,8 @@ local function load(keys, argv, start, k, a, got)
   local impl = p.impl
   local unit = impl.unit
   local perClient = p.mode == 'per-client'
+  -- A lone call (lone) sends no client's keys.
+  if perClient and not keys[k + 3] then return -4 end
   local c = ctx
   c.impl, c.unit, c.now, c.rate, c.interval = impl, unit, floor(start / unit), p.rate, p.interval * 1000 / unit
   c.burst, c.capacity, c.most, c.since, c.perClient = p.burst, p.capacity, p.most, since, perClient
@@ -363,22 +369,23 @@ end
 -- are the algorithm's file's, the state written the same, without the
 -- context, the algorithm's tables and gmatch per number: the common call,
 -- on one limiter or on many keys. Anything else returns false, having
--- changed nothing, with what HMGET read, for serve.
+-- changed nothing, with what HMGET read, for serve. key and listKey are
+-- the limiter's KEYS, sent the config the client sent, n and maxWait the
+-- call's arguments (text).
 local fixedAlgorithm, bucketAlgorithm, leakyAlgorithm, counterAlgorithm, logAlgorithm
-local function serve_fast(keys, argv, start, injected, k, a, out, head)
-  local key = keys[k + 1]
+local function serve_fast(key, listKey, sent, n, maxWait, start, injected, out, head)
   local got = redis.call('HMGET', key, 'c', 's', 't')
   local cfg, st = got[1], got[2]
-  if not cfg or cfg ~= argv[a] then return false, got end
+  if not cfg or cfg ~= sent then return false, got end
   local p = parsed_config(cfg)
-  local n, maxWait = tonumber(argv[a + 3]), tonumber(argv[a + 4])
+  n, maxWait = tonumber(n), tonumber(maxWait)
   if not p or p.mode ~= 'overall' or not n or not maxWait or n < 1 or n > p.most then return false, got end
   if not fixedAlgorithm then
     fixedAlgorithm, bucketAlgorithm, leakyAlgorithm = algorithms['fixed-window'], algorithms['token-bucket'], algorithms['leaky-bucket']
     counterAlgorithm, logAlgorithm = algorithms['sliding-counter'], algorithms['sliding-log']
   end
   if p.impl == logAlgorithm then
-    local now, left = log_grant(key, keys[k + 2], st, tonumber(got[3]) or 0, start, p.rate, p.interval, n, injected)
+    local now, left = log_grant(key, listKey, st, tonumber(got[3]) or 0, start, p.rate, p.interval, n, injected)
     if not now then return false, got end
     out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, 1, left, 0
     return true
@@ -436,8 +443,8 @@ local function serve_fast(keys, argv, start, injected, k, a, out, head)
   elseif p.impl == bucketAlgorithm or p.impl == leakyAlgorithm then
     local burst, owed, l = p.burst, 0, 0
     if st then
-      local L, x, o, sc, r, b = string.match(st, '^u (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
-      if not L or tonumber(sc) ~= interval or tonumber(r) ~= rate or tonumber(b) ~= burst then return false, got end
+      local L, o, tail = string.match(st, '^u (%d+) %d+ (%d+) (%d+ %d+ %d+)$')
+      if not L or tail ~= p.bucketTail then return false, got end
       l, owed = tonumber(L), tonumber(o)
       if l > now then now = l end
     end
@@ -448,7 +455,7 @@ local function serve_fast(keys, argv, start, injected, k, a, out, head)
       return true
     end
     local left, after = a1, a2
-    redis.call('HSET', key, 's', fmt('u %d %d %d %d %d %d', now, ceildiv(after, rate), after, interval, rate, burst))
+    redis.call('HSET', key, 's', fmt('u %d %d %d %s', now, ceildiv(after, rate), after, p.bucketTail))
     out[head], out[head + 1], out[head + 2], out[head + 3], out[head + 4] = now, 0, 1, left, 0
     return true
   end
@@ -469,7 +476,7 @@ local function main(keys, argv)
     local done, got = false, nil
     if calls == 1 and argv[a + 2] == 'acquire' then
       -- An error (keys of a wrong type) is left to serve, which answers it.
-      local ok, r, g = pcall(serve_fast, keys, argv, start, injected, k, a, out, head)
+      local ok, r, g = pcall(serve_fast, keys[k + 1], keys[k + 2], argv[a], argv[a + 3], argv[a + 4], start, injected, out, head)
       if ok then done, got = r, g end
     end
     -- A limiter whose keys hold what redlimit did not write (a wrong type,
@@ -479,6 +486,31 @@ local function main(keys, argv)
       out[head], out[head + 1] = start, -3
     end
     k, a = k + 4, a + 2 + 3 * calls
+  end
+  return cmsgpack.pack(out)
+end
+
+-- lone serves a run of one acquire on a limiter the client knows as an
+-- Overall one, the call of a caller alone, in fewer strings than main
+-- takes (each costs Redis a string and a Lua string per run).
+-- KEYS: 1 the limiter hash, 2 its Overall list (limiter.lua's 1 and 2)
+-- ARGV: 1 now (as main's), 2 the config the client knows, 3 n, 4 the
+-- maximum wait in µs (-1: no bound)
+-- Reply: main's for one limiter of that call; flag -4 (nothing follows)
+-- when the stored config is PerClient: the client sends the call again
+-- through main, with the client's keys.
+local function lone(keys, argv)
+  local start, injected = run_start(argv)
+  -- Made at its size: a table grown slot by slot is reallocated as it goes.
+  local out = {false, false, false, false, false}
+  local ok, done, got = pcall(serve_fast, keys[1], keys[2], argv[2], argv[3], argv[4], start, injected, out, 1)
+  if ok and done then return cmsgpack.pack(out) end
+  if not ok then got = nil end
+  out = {}
+  local calls = {argv[1], argv[2], '1', 'acquire', argv[3], argv[4]}
+  if not pcall(serve, keys, calls, start, injected, out, 0, 2, 1, 1, got) then
+    for i = #out, 1, -1 do out[i] = nil end
+    out[1], out[2] = start, -3
   end
   return cmsgpack.pack(out)
 end

@@ -374,10 +374,15 @@ end
 -- call's arguments (text).
 local fixedAlgorithm, bucketAlgorithm, leakyAlgorithm, counterAlgorithm, logAlgorithm
 local function serve_fast(key, listKey, sent, n, maxWait, start, injected, out, head)
-  local got = redis.call('HMGET', key, 'c', 's', 't')
+  -- Field t only counts for the sliding log here: the others leave it
+  -- unread (serve reads them all again).
+  local p = parsed_config(sent)
+  if not p then return false end
+  local got
+  if p.impl.list then got = redis.call('HMGET', key, 'c', 's', 't') else got = redis.call('HMGET', key, 'c', 's') end
   local cfg, st = got[1], got[2]
+  if got[3] == nil then got = nil end
   if not cfg or cfg ~= sent then return false, got end
-  local p = parsed_config(cfg)
   n, maxWait = tonumber(n), tonumber(maxWait)
   if not p or p.mode ~= 'overall' or not n or not maxWait or n < 1 or n > p.most then return false, got end
   if not fixedAlgorithm then

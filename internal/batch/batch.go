@@ -161,6 +161,10 @@ type Batcher[K comparable, C, R any] struct {
 	// works of calls run at once; runs the background runs with their
 	// slices.
 	pendings, lones, runs sync.Pool
+	// spare holds logs dropped, with their queues, for the next logs
+	// made: calls spread over many keys make and drop a log per call.
+	// b.mu guards it.
+	spare []*log[K, C, R]
 
 	// hook, in tests, sees under mu each call admitted (run at once or
 	// queued), each withdrawn, and each run over.
@@ -257,7 +261,8 @@ func (b *Batcher[K, C, R]) Do(ctx context.Context, key K, c C) (R, error) {
 	b.mu.Lock()
 	lg := b.logs[key]
 	if lg == nil && (b.maxRuns == 0 || b.inflight < b.maxRuns) {
-		lg = &log[K, C, R]{key: key, busy: true}
+		lg = b.newLog(key)
+		lg.busy = true
 		b.logs[key] = lg
 		b.inflight++
 		if b.hook != nil {
@@ -267,7 +272,7 @@ func (b *Batcher[K, C, R]) Do(ctx context.Context, key K, c C) (R, error) {
 		return b.inline(ctx, lg, c)
 	}
 	if lg == nil {
-		lg = &log[K, C, R]{key: key}
+		lg = b.newLog(key)
 		b.logs[key] = lg
 	}
 	p := b.pendings.Get().(*pending[C, R])
@@ -308,6 +313,7 @@ func (b *Batcher[K, C, R]) Do(ctx context.Context, key K, c C) (R, error) {
 		if len(lg.queue) == 0 && !lg.busy {
 			b.ready = slices.DeleteFunc(b.ready, func(l *log[K, C, R]) bool { return l == lg })
 			delete(b.logs, key)
+			b.dropLog(lg)
 		}
 		if b.hook != nil {
 			b.hook(evWithdrawn, key, c)
@@ -353,13 +359,14 @@ func (b *Batcher[K, C, R]) inline(ctx context.Context, lg *log[K, C, R], c C) (R
 	}
 	*l = lone[K, C, R]{}
 	b.lones.Put(l)
+	key := lg.key
 	b.mu.Lock()
 	b.finish(lg)
 	b.inflight--
 	b.dispatch()
 	if b.hook != nil {
 		var zero C
-		b.hook(evRunOver, lg.key, zero)
+		b.hook(evRunOver, key, zero)
 	}
 	b.mu.Unlock()
 	return r, err
@@ -371,10 +378,49 @@ func (b *Batcher[K, C, R]) finish(lg *log[K, C, R]) {
 	lg.busy = false
 	if len(lg.queue) == 0 {
 		delete(b.logs, lg.key)
+		b.dropLog(lg)
 		return
 	}
 	lg.ready = true
 	b.ready = append(b.ready, lg)
+}
+
+// Bounds of the logs kept for reuse: how many, and the longest queue
+// one keeps (a longer one is let go, so that a burst on one key holds no
+// memory for long).
+const (
+	maxSpare      = 1024
+	maxSpareQueue = 64
+)
+
+// newLog returns an empty log for key: a spare one if there is one.
+// b.mu is held.
+func (b *Batcher[K, C, R]) newLog(key K) *log[K, C, R] {
+	if n := len(b.spare); n > 0 {
+		lg := b.spare[n-1]
+		b.spare[n-1] = nil
+		b.spare = b.spare[:n-1]
+		lg.key = key
+		return lg
+	}
+	return &log[K, C, R]{key: key}
+}
+
+// dropLog keeps lg, dropped from b.logs with nothing queued or in flight,
+// for newLog. A caller that still holds lg (one whose context ended) finds
+// its call in no queue of lg's, whatever key lg is made for next: a call
+// is queued on its own log only. b.mu is held.
+func (b *Batcher[K, C, R]) dropLog(lg *log[K, C, R]) {
+	if len(b.spare) >= maxSpare {
+		return
+	}
+	q := lg.queue[:0]
+	if cap(q) > maxSpareQueue {
+		q = nil
+	}
+	var zero K
+	*lg = log[K, C, R]{key: zero, queue: q}
+	b.spare = append(b.spare, lg)
 }
 
 // free: a run may start now. b.mu is held.

@@ -316,18 +316,23 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Response, error) {
 		return Response{}, ErrNoRules
 	}
 	resp := Response{Overall: OK}
-	var limits []Limit // each status's Limit, in one allocation with the statuses
+	var limits []Limit // each status's Limit
+	var matched []*rules.Rule
+	var keys []string
 	if len(req.Descriptors) == 1 {
+		// The common request: everything it needs in one allocation.
 		one := new(struct {
-			st  [1]Status
-			lim [1]Limit
+			st      [1]Status
+			lim     [1]Limit
+			matched [1]*rules.Rule
+			key     [1]string
 		})
-		resp.Statuses, limits = one.st[:], one.lim[:]
+		resp.Statuses, limits, matched, keys = one.st[:], one.lim[:], one.matched[:], one.key[:]
 	} else {
-		resp.Statuses, limits = make([]Status, len(req.Descriptors)), make([]Limit, len(req.Descriptors))
+		n := len(req.Descriptors)
+		resp.Statuses, limits = make([]Status, n), make([]Limit, n)
+		matched, keys = make([]*rules.Rule, n), make([]string, n)
 	}
-	matched := make([]*rules.Rule, len(req.Descriptors))
-	keys := make([]string, len(req.Descriptors))
 	var ovs map[int]*redlimit.Policy
 	var replaced map[string]bool
 	for i, desc := range req.Descriptors {

@@ -380,11 +380,13 @@ func policyResult(d *PolicyDecision, names []string) Result {
 		} else {
 			name = LimitName(cfg)
 		}
-		st := LimitStatus{Name: name, Config: cfg, Remaining: ls.Remaining, ResetAfter: ls.ResetAfter, Refused: i == d.Refused}
+		// Filled in place: the new slice is zero, and a LimitStatus built
+		// aside would be copied whole.
+		st := &r.Limits[i]
+		st.Name, st.Config, st.Remaining, st.ResetAfter, st.Refused = name, cfg, ls.Remaining, ls.ResetAfter, i == d.Refused
 		if !d.Granted {
 			st.RetryAfter = ls.Wait
 		}
-		r.Limits[i] = st
 		if i == 0 || ls.Remaining < r.Remaining {
 			r.Remaining = ls.Remaining
 		}

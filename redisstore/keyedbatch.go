@@ -32,10 +32,23 @@ var (
 )
 
 // keyedCall is one call of policy.lua: its KEYS, and its ARGV with
-// args[0] left for the run's now.
+// args[0] left for the run's now; lone is the same ARGV in policy_lone's
+// shorter form, sent instead when the call goes alone (nil: it has none).
 type keyedCall struct {
 	keys []string
 	args []any
+	lone []any
+}
+
+// alone is c's ARGV for a run of its own at now: the shorter form where
+// it has one.
+func (c keyedCall) alone(now string) []any {
+	args := c.args
+	if c.lone != nil {
+		args = c.lone
+	}
+	args[0] = now
+	return args
 }
 
 // keyBatcher batches keyed calls, by the key's state key.
@@ -77,14 +90,13 @@ func (s *Store) keyPipeline() *redis.ClusterClient {
 
 // keyedRun makes one call of policy.lua (args[0] is set here): in a run
 // shared with the calls made meanwhile where the store batches.
-func (s *Store) keyedRun(ctx context.Context, keys []string, args []any) (any, error) {
+func (s *Store) keyedRun(ctx context.Context, c keyedCall) (any, error) {
 	if s.keyBatch == nil {
-		args[0] = s.nowArg()
 		s.keyRuns.Add(1)
 		s.keyRunCalls.Add(1)
-		return s.runPolicy(ctx, keys, args)
+		return s.runPolicy(ctx, c.keys, c.alone(s.nowArg()))
 	}
-	return s.keyBatcherFor(ctx, keys[0]).Do(ctx, keys[0], keyedCall{keys: keys, args: args})
+	return s.keyBatcherFor(ctx, c.keys[0]).Do(ctx, c.keys[0], c)
 }
 
 // keyNodes routes keyed calls on a Cluster to one batcher per primary, so
@@ -241,8 +253,7 @@ func (s *Store) runKeyed(ctx context.Context, works []*keyWork) {
 	}
 	if size == 1 {
 		c := works[0].Calls[0]
-		c.args[0] = s.nowArg()
-		r, err := s.runPolicy(ctx, c.keys, c.args)
+		r, err := s.runPolicy(ctx, c.keys, c.alone(s.nowArg()))
 		works[0].Results[0], works[0].Err = r, err
 		return
 	}
@@ -390,8 +401,7 @@ func keyedCommand(w *keyWork, now string, functions bool) []any {
 	script := policyScript
 	if len(w.Calls) == 1 {
 		c := w.Calls[0]
-		c.args[0] = now
-		keys, args = c.keys, c.args
+		keys, args = c.keys, c.alone(now)
 	} else {
 		keys, args = batchArgs([]*keyWork{w}, len(w.Calls), now)
 		function, script = policyBatchFunction, policyBatchScript
@@ -413,8 +423,7 @@ func keyedCommand(w *keyWork, now string, functions bool) []any {
 func (s *Store) runKeyedAlone(ctx context.Context, w *keyWork) {
 	if len(w.Calls) == 1 {
 		c := w.Calls[0]
-		c.args[0] = s.nowArg()
-		w.Results[0], w.Err = s.runPolicy(ctx, c.keys, c.args)
+		w.Results[0], w.Err = s.runPolicy(ctx, c.keys, c.alone(s.nowArg()))
 		return
 	}
 	keys, args := batchArgs([]*keyWork{w}, len(w.Calls), s.nowArg())

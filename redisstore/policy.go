@@ -113,6 +113,10 @@ type policyEntry struct {
 	// limit's list key.
 	lists bool
 	read  time.Time // when it was read (time.Now)
+	// ev is "EPOCH VERSION" (base 36), the policy as a lone acquire sends
+	// it (policy.lua's policy_lone), where one can: one limit, without a
+	// list, taking effect at an unknown instant; else nil.
+	ev any
 }
 
 // policyCacheMax bounds the policies a store caches.
@@ -260,7 +264,11 @@ func makeEntry(limits string, version, epoch, since int64) (*policyEntry, error)
 	if version < 1 || epoch < 1 {
 		return nil, fmt.Errorf("%w: policy version %d, epoch %d", redlimit.ErrCorrupt, version, epoch)
 	}
-	return &policyEntry{cfg: cfg, args: args, most: cfg.MaxPermits(), lists: lists, read: time.Now()}, nil
+	e := &policyEntry{cfg: cfg, args: args, most: cfg.MaxPermits(), lists: lists, read: time.Now()}
+	if len(parts) == 1 && !lists && since == 0 {
+		e.ev = args[0].(string) + " " + args[1].(string)
+	}
+	return e, nil
 }
 
 // limitsArg is the limits as policyconfig.lua stores them.
@@ -466,8 +474,8 @@ func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit
 				}
 			}
 		}
-		keys, args := e.call(s.prefix, k, op, n, arg, fresh, oldVersion, old)
-		raw, err := s.keyedRun(ctx, keys, args)
+		keys, args, lone := e.call(s.prefix, k, op, n, arg, fresh, oldVersion, old)
+		raw, err := s.keyedRun(ctx, keyedCall{keys: keys, args: args, lone: lone})
 		if err != nil {
 			return nil, 0, nil, wrap(err)
 		}
@@ -523,23 +531,34 @@ func (e *policyEntry) callArgs(op string, n, arg int64, fresh bool, oldVersion s
 	return e.appendArgs(make([]any, 0, 7+len(e.args)+len(old)), op, n, arg, fresh, oldVersion, old)
 }
 
-// keyedArgs holds a keyed call's KEYS and ARGV in one allocation, where
-// they fit: a call allocates little else.
+// keyedArgs holds a keyed call's KEYS and ARGV (both forms) in one
+// allocation, where they fit: a call allocates little else.
 type keyedArgs struct {
 	keys [1]string
 	args [keyedArgsMax]any
+	lone [loneArgs]any
 }
 
 const keyedArgsMax = 16
 
-// call is policy.lua's KEYS and ARGV (callArgs) for a call on k under e.
-func (e *policyEntry) call(prefix string, k redlimit.PolicyKey, op string, n, arg int64, fresh bool, oldVersion string, old []any) ([]string, []any) {
+// loneArgs is how many ARGV policy_lone takes.
+const loneArgs = 5
+
+// call is policy.lua's KEYS and ARGV (callArgs) for a call on k under e,
+// and the call's ARGV as policy_lone's when it has that form (else nil),
+// which it is sent in when it goes alone: ARGV[1] (now) left nil in both.
+func (e *policyEntry) call(prefix string, k redlimit.PolicyKey, op string, n, arg int64, fresh bool, oldVersion string, old []any) ([]string, []any, []any) {
 	if !e.lists && 7+len(e.args)+len(old) <= keyedArgsMax {
 		b := new(keyedArgs)
 		b.keys[0] = policyStateKey(prefix, k)
-		return b.keys[:], e.appendArgs(b.args[:0], op, n, arg, fresh, oldVersion, old)
+		args := e.appendArgs(b.args[:0], op, n, arg, fresh, oldVersion, old)
+		if op != keyAcquire || e.ev == nil || fresh || oldVersion != "" || len(old) > 0 {
+			return b.keys[:], args, nil
+		}
+		b.lone = [loneArgs]any{nil, args[2], args[3], e.ev, e.args[3]}
+		return b.keys[:], args, b.lone[:]
 	}
-	return policyStateKeys(prefix, k, e.listKeys()), e.callArgs(op, n, arg, fresh, oldVersion, old)
+	return policyStateKeys(prefix, k, e.listKeys()), e.callArgs(op, n, arg, fresh, oldVersion, old), nil
 }
 
 // appendArgs appends callArgs's ARGV to args.

@@ -27,6 +27,9 @@
 --   each (limiter.lua's form); ARGV[10+L] a version of the policy older
 --   than ARGV[6] (base 36, or ""), ARGV[11+L..] its limits as the client
 --   found them (none: it found none)
+-- Or, for a lone acquire of one limit whose ARGV[7] is "0", ARGV[8] ""
+-- and ARGV[11] "" (policy_lone), just five: ARGV[1] now, ARGV[2] permits,
+-- ARGV[3] the maximum wait, ARGV[4] "EPOCH VERSION", ARGV[5] the limit.
 --
 -- Reply: an array {now (µs), flag, ...}:
 --   flag -4: stale: the key's state was written under a newer version of
@@ -179,7 +182,15 @@ end
 -- head of its key's state with each fast algorithm's letter, "EPOCH
 -- VERSION|f" and so on: made once, not per call, and a state is known
 -- as this version's by a plain prefix test instead of two captures.
+-- policy_heads1 is the same for the "EPOCH VERSION" a lone call sends.
 local policyHeads, policyHeadCount = {}, 0
+local policyHeads1, policyHead1Count = {}, 0
+local function policy_make_heads(ev)
+  local base = ev .. '|'
+  local h = {f = base .. 'f', c = base .. 'c', t = base .. 't', q = base .. 'q'}
+  h.nf, h.nc, h.nt, h.nq = #h.f + 1, #h.c + 1, #h.t + 1, #h.q + 1
+  return h
+end
 local function policy_heads(epoch, versionText)
   local byVersion = policyHeads[epoch]
   local h = byVersion and byVersion[versionText]
@@ -190,10 +201,16 @@ local function policy_heads(epoch, versionText)
     byVersion = {}
     policyHeads[epoch] = byVersion
   end
-  local base = epoch .. ' ' .. versionText .. '|'
-  h = {f = base .. 'f', c = base .. 'c', t = base .. 't', q = base .. 'q'}
-  h.nf, h.nc, h.nt, h.nq = #h.f + 1, #h.c + 1, #h.t + 1, #h.q + 1
+  h = policy_make_heads(epoch .. ' ' .. versionText)
   byVersion[versionText], policyHeadCount = h, policyHeadCount + 1
+  return h
+end
+local function policy_heads1(ev)
+  local h = policyHeads1[ev]
+  if h then return h end
+  if policyHead1Count == 256 then policyHeads1, policyHead1Count = {}, 0 end
+  h = policy_make_heads(ev)
+  policyHeads1[ev], policyHead1Count = h, policyHead1Count + 1
   return h
 end
 
@@ -214,11 +231,10 @@ end
 -- written the same), made at once, with no other table, no pcall and a
 -- string per number of the state: the common call of a service that
 -- counts requests per descriptor.
-local function policy_fast(key, raw, start, injected, p, n, maxWait, epoch, versionText)
+local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
   local rate, interval = p.rate, p.interval * 1000
   local now, e = start, 0
   local b36 = policy_c36
-  local heads = policy_heads(epoch, versionText)
   local st -- the key's string written: one concatenation
   local left
   if p.impl == fixedImpl then
@@ -327,20 +343,23 @@ end
 -- policy_serve serves one call and returns its reply: its KEYS are
 -- keys[k + 1..], its ARGV[2..4] argv[a..a + 2] and its ARGV[5..] argv[b..]
 -- (a batch's calls of one policy share those): read in place, no table
--- copied per call.
-local function policy_serve(keys, k, argv, a, b, start, injected)
+-- copied per call. raw is the key's state when the caller has read it
+-- (policy_lone), nil to read it here.
+local function policy_serve(keys, k, argv, a, b, start, injected, raw)
   local op, n, arg = argv[a], policy_num(argv[a + 1]), policy_num(argv[a + 2])
   local epoch, versionText = argv[b], argv[b + 1]
   local L = policy_num(argv[b + 4])
   if not policyPairs then policy_init() end
   local stateKey = keys[k + 1]
-  local raw = redis.call('GET', stateKey)
-  if L == 1 and op == 'acquire' and n and arg then
-    local text = argv[b + 5]
-    local p = parsed_config(text)
-    if p and (p.impl == fixedImpl or p.impl == bucketImpl or p.impl == leakyImpl or p.impl == counterImpl) and n >= 1 and n <= p.most then
-      local r = policy_fast(stateKey, raw, start, injected, p, n, arg, epoch, versionText)
-      if r then return r end
+  if raw == nil then
+    raw = redis.call('GET', stateKey)
+    if L == 1 and op == 'acquire' and n and arg then
+      local text = argv[b + 5]
+      local p = parsed_config(text)
+      if p and (p.impl == fixedImpl or p.impl == bucketImpl or p.impl == leakyImpl or p.impl == counterImpl) and n >= 1 and n <= p.most then
+        local r = policy_fast(stateKey, raw, start, injected, p, n, arg, policy_heads(epoch, versionText))
+        if r then return r end
+      end
     end
   end
   local since, version = tonumber(argv[b + 2]), tonumber(versionText, 36)
@@ -544,10 +563,39 @@ local function policy_serve(keys, k, argv, a, b, start, injected)
   return res
 end
 
--- policy_main serves one keyed call; registered beside main.
+-- policy_lone serves a lone acquire of a one-limit policy whose limits
+-- took effect at an unknown instant (ARGV[7] "0"), the client's copy not
+-- just read (ARGV[8] "") and no older version sent: the keyed call of a
+-- service counting requests per key. It sends five ARGV, not eleven
+-- (each is a string Redis parses and its Lua interns): now, permits,
+-- the maximum wait, "EPOCH VERSION" and the limit. A call the fast path
+-- does not serve goes on as policy_serve with the ARGV it stands for.
+local function policy_lone(keys, argv, start, injected)
+  if not policyPairs then policy_init() end
+  local n, arg, ev, text = policy_num(argv[2]), policy_num(argv[3]), argv[4], argv[5]
+  local stateKey = keys[1]
+  local raw = redis.call('GET', stateKey)
+  local p = parsed_config(text)
+  if n and arg and p and (p.impl == fixedImpl or p.impl == bucketImpl or p.impl == leakyImpl or p.impl == counterImpl) and n >= 1 and n <= p.most then
+    local r = policy_fast(stateKey, raw, start, injected, p, n, arg, policy_heads1(ev))
+    if r then return r end
+  end
+  local epoch, versionText = string.match(ev, '^(%S+) (%S+)$')
+  if not epoch then error('unreadable call') end
+  local full = {argv[1], 'acquire', argv[2], argv[3], epoch, versionText, '0', '', '1', text, ''}
+  return policy_serve(keys, 0, full, 2, 5, start, injected, raw)
+end
+
+-- policy_main serves one keyed call, in the ARGV above or, when it
+-- sends five, policy_lone's; registered beside main.
 local function policy_main(keys, argv)
   local start, injected = run_start(argv)
-  local ok, res = pcall(policy_serve, keys, 0, argv, 2, 5, start, injected)
+  local ok, res
+  if #argv == 5 then
+    ok, res = pcall(policy_lone, keys, argv, start, injected)
+  else
+    ok, res = pcall(policy_serve, keys, 0, argv, 2, 5, start, injected)
+  end
   if not ok then return {start, -3} end
   return res
 end

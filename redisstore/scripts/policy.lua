@@ -69,7 +69,6 @@ end
 -- policyPairs and policyLeads are made at the first run: a function
 -- library's loading sees no globals but redis.
 local policyPairs, policyLeads
-local policyCacheX, policyCacheText -- policy_c36's
 local function policy_init()
   policyPairs = setmetatable({}, {__index = function(t, d)
     local v = string.char(policy_digit((d - d % 36) / 36), policy_digit(d % 36))
@@ -84,8 +83,6 @@ local function policy_init()
   end})
   fixedImpl, bucketImpl, leakyImpl = algorithms['fixed-window'], algorithms['token-bucket'], algorithms['leaky-bucket']
   counterImpl = algorithms['sliding-counter']
-  policyCacheX, policyCacheText = {}, {}
-  for i = 1, 61 do policyCacheX[i], policyCacheText[i] = false, '' end
 end
 local function policy_b36(x)
   if x < 1296 then
@@ -105,17 +102,26 @@ local function policy_b36(x)
   x = (x - d) / 1296
   return policy_b36(x) .. policyPairs[d] .. policyPairs[c] .. policyPairs[b] .. policyPairs[a]
 end
--- policy_c36 is policy_b36 through a cache of 61 slots by x mod 61
--- (arrays made once, filled in place: a miss costs no table growth):
--- the calls of a run share their instant, and keys counted alike their
--- offsets from it (a window's end, a bucket's deficit), so most numbers
--- of a state were written out by a call before.
-local function policy_c36(x)
-  local i = x % 61 + 1
-  if policyCacheX[i] == x then return policyCacheText[i] end
-  local v = policy_b36(x)
-  policyCacheX[i], policyCacheText[i] = x, v
-  return v
+-- policy_p36 is policy_b36(x) in pieces, its sign ("" or "-") then five
+-- runs of digits ("" where none), for a state's one concatenation: a
+-- number's own text would be one more string made, hashed and collected.
+local function policy_p36(x)
+  local sign = ''
+  if x < 0 then sign, x = '-', -x end
+  if x < 1296 then return sign, policyLeads[x], '', '', '', '' end
+  local a = x % 1296
+  x = (x - a) / 1296
+  if x < 1296 then return sign, policyLeads[x], policyPairs[a], '', '', '' end
+  local b = x % 1296
+  x = (x - b) / 1296
+  if x < 1296 then return sign, policyLeads[x], policyPairs[b], policyPairs[a], '', '' end
+  local c = x % 1296
+  x = (x - c) / 1296
+  if x < 1296 then return sign, policyLeads[x], policyPairs[c], policyPairs[b], policyPairs[a], '' end
+  local d = x % 1296
+  x = (x - d) / 1296
+  if x < 1296 then return sign, policyLeads[x], policyPairs[d], policyPairs[c], policyPairs[b], policyPairs[a] end
+  return sign, policy_b36(x * 1296 + d), policyPairs[c], policyPairs[b], policyPairs[a], ''
 end
 local function policy_to36(x)
   return policy_b36(tonumber(x))
@@ -234,7 +240,7 @@ end
 local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
   local rate, interval = p.rate, p.interval * 1000
   local now, e = start, 0
-  local b36 = policy_c36
+  local p36 = policy_p36
   local st -- the key's string written: one concatenation
   local left
   if p.impl == fixedImpl then
@@ -258,7 +264,12 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
     end
     q, ws, e = a1, a2, a3
     left = rate - q
-    st = head .. b36(now) .. ' ' .. b36(e - now) .. ' ' .. b36(ws - now) .. ' ' .. b36(q)
+    local n1, n2, n3, n4, n5, n6 = p36(now)
+    local e1, e2, e3, e4, e5, e6 = p36(e - now)
+    local w1, w2, w3, w4, w5, w6 = p36(ws - now)
+    local q1, q2, q3, q4, q5, q6 = p36(q)
+    st = head .. n1 .. n2 .. n3 .. n4 .. n5 .. n6 .. ' ' .. e1 .. e2 .. e3 .. e4 .. e5 .. e6 .. ' ' ..
+      w1 .. w2 .. w3 .. w4 .. w5 .. w6 .. ' ' .. q1 .. q2 .. q3 .. q4 .. q5 .. q6
   elseif p.impl == counterImpl then
     local tail, s1, p1, s2, p2 = 0, nil, 0, nil, 0
     local head = heads.c
@@ -292,11 +303,16 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
     ok, left, e, k, s1, p1, s2, p2 = counter_grant(now, rate, interval, n, tail, s1, p1, s2, p2)
     if not ok then return nil end
     -- The tail is now: 0.
+    local n1, n2, n3, n4, n5, n6 = p36(now)
+    local e1, e2, e3, e4, e5, e6 = p36(e - now)
+    local s11, s12, s13, s14, s15, s16 = p36(s1 - now)
+    local p11, p12, p13, p14, p15, p16 = p36(p1)
+    st = head .. n1 .. n2 .. n3 .. n4 .. n5 .. n6 .. ' ' .. e1 .. e2 .. e3 .. e4 .. e5 .. e6 .. ' 0 ' ..
+      s11 .. s12 .. s13 .. s14 .. s15 .. s16 .. ' ' .. p11 .. p12 .. p13 .. p14 .. p15 .. p16
     if k == 2 then
-      st = head .. b36(now) .. ' ' .. b36(e - now) .. ' 0 ' .. b36(s1 - now) .. ' ' .. b36(p1) ..
-        ' ' .. b36(s2 - now) .. ' ' .. b36(p2)
-    else
-      st = head .. b36(now) .. ' ' .. b36(e - now) .. ' 0 ' .. b36(s1 - now) .. ' ' .. b36(p1)
+      local s21, s22, s23, s24, s25, s26 = p36(s2 - now)
+      local p21, p22, p23, p24, p25, p26 = p36(p2)
+      st = st .. ' ' .. s21 .. s22 .. s23 .. s24 .. s25 .. s26 .. ' ' .. p21 .. p22 .. p23 .. p24 .. p25 .. p26
     end
   else
     -- A bucket's state "last owed": counted under this version's limit.
@@ -320,7 +336,9 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
     local after = a2
     left = a1
     e = now + ceildiv(after, rate)
-    st = head .. b36(now) .. ' ' .. b36(after)
+    local n1, n2, n3, n4, n5, n6 = p36(now)
+    local a1, a2, a3, a4, a5, a6 = p36(after)
+    st = head .. n1 .. n2 .. n3 .. n4 .. n5 .. n6 .. ' ' .. a1 .. a2 .. a3 .. a4 .. a5 .. a6
   end
   local ttl = later(ceildiv(e - start, 1000), 1)
   if injected then ttl = ttl + 60000 end

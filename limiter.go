@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,19 +91,21 @@ const (
 type held struct {
 	// cur is the slot grants are added to while they fall in its slice.
 	cur atomic.Pointer[heldSlot]
-	// inline are the record's first slots, made with the Limiter: one
-	// used seldom (one key among many), whose grants stop holding before
-	// a third comes, never allocates. Next to cur: one cache line less.
-	inline [heldInline]heldSlot
-	mu     sync.Mutex
+	// The fields a new slot needs share cur's cache line: a call on a
+	// Limiter called seldom (one key among many) takes the lock path.
+	mu sync.Mutex
 	// The slots in the order made, a list from oldest to newest, of
 	// count slots (under mu).
 	oldest, newest *heldSlot
 	count          int
-	// free lists the slots dropped from the record, to reuse; unused
-	// are slots made and not used yet; made counts the slots made (under
-	// mu).
-	free   *heldSlot
+	// free lists the slots dropped from the record, to reuse (under mu).
+	free *heldSlot
+	// inline are the record's first slots, made with the Limiter: one
+	// used seldom, whose grants stop holding before a third comes, never
+	// allocates.
+	inline [heldInline]heldSlot
+	// unused are slots made and not used yet; made counts the slots made
+	// (under mu).
 	unused []heldSlot
 	made   int
 }
@@ -123,18 +126,21 @@ const minHeldChunk = 8
 // without the lock: word's generation tells add whether start and end
 // are the ones it checked its grant against (a sequence lock).
 type heldSlot struct {
-	// start, end, until are written under held.mu while word's
-	// generation is odd (the slot being filled).
-	start, end, until atomic.Int64
 	// word is the slot's generation (the top slotGenBits bits) and its
 	// permits (the others).
 	word atomic.Uint64
+	// start, end, until are written under held.mu while word's
+	// generation is odd (the slot being filled).
+	start, end atomic.Int64
+	// next links the record's slots, oldest first, and the free ones
+	// (under held.mu). Next to what add reads: linking a new slot after
+	// the current one touches no other cache line. There is no link
+	// back: unlinking the oldest slot touches none but it.
+	next  *heldSlot
+	until atomic.Int64
 	// out is what Releases in flight took from the permits and may put
 	// back (under held.mu).
 	out int64
-	// prev and next link the record's slots, next the free ones (under
-	// held.mu).
-	prev, next *heldSlot
 }
 
 // slotGenShift places a slot's generation above its permits: 2^48 is far
@@ -229,7 +235,8 @@ func (h *held) addSlot(cfg *Config, ms, n int64, now time.Time) {
 		// The oldest slot is the first to stop holding: reused at once,
 		// the record of a Limiter called seldom stays a few slots.
 		s = h.oldest
-		h.unlink(s)
+		h.oldest = s.next
+		h.count--
 	default:
 		if len(h.unused) == 0 {
 			h.grow()
@@ -244,7 +251,7 @@ func (h *held) addSlot(cfg *Config, ms, n int64, now time.Time) {
 	s.end.Store(min(until, ms+width))
 	s.until.Store(local)
 	s.word.Store((gen+1)<<slotGenShift | uint64(n))
-	s.prev, s.next = h.newest, nil
+	s.next = nil
 	if h.newest != nil {
 		h.newest.next = s
 	} else {
@@ -269,33 +276,28 @@ func (h *held) grow() {
 	h.made += size
 }
 
-// unlink takes s out of the record. h.mu is held.
-func (h *held) unlink(s *heldSlot) {
-	if s.prev != nil {
-		s.prev.next = s.next
-	} else {
-		h.oldest = s.next
-	}
-	if s.next != nil {
-		s.next.prev = s.prev
-	} else {
-		h.newest = s.prev
-	}
-	s.prev, s.next = nil, nil
-	h.count--
-}
-
 // prune drops the slots that hold nothing at now (Unix ns) and can get
 // nothing, keeping them for reuse: the current slot stays (add's fast
 // path adds to it without the lock), and so does one a Release in flight
 // may put permits back in. h.mu is held.
 func (h *held) prune(now int64) {
+	var prev *heldSlot
 	for s := h.oldest; s != nil; {
 		next := s.next
-		if h.droppable(s, now) {
-			h.unlink(s)
-			s.next, h.free = h.free, s
+		if !h.droppable(s, now) {
+			prev, s = s, next
+			continue
 		}
+		if prev != nil {
+			prev.next = next
+		} else {
+			h.oldest = next
+		}
+		if next == nil {
+			h.newest = prev
+		}
+		h.count--
+		s.next, h.free = h.free, s
 		s = next
 	}
 }
@@ -323,13 +325,27 @@ func (h *held) take(now time.Time, n int64) (taken, int64, int64) {
 	defer h.mu.Unlock()
 	t := now.UnixNano()
 	h.prune(t)
+	// The list runs oldest first: what is held is counted first, and as
+	// much of it as is not taken is skipped from the oldest. Permits only
+	// grow meanwhile (add, without the lock), so the second pass takes no
+	// more than n.
+	var avail int64
+	for s := h.oldest; s != nil; s = s.next {
+		if s.until.Load() > t {
+			avail += s.permits()
+		}
+	}
+	skip := max(0, avail-n)
 	var tk taken
 	var sum, oldest int64
-	for s := h.newest; s != nil && sum < n; s = s.prev {
+	for s := h.oldest; s != nil && sum < n; s = s.next {
 		if s.until.Load() <= t {
 			continue
 		}
-		got := min(s.permits(), n-sum)
+		p := s.permits()
+		sk := min(p, skip)
+		skip -= sk
+		got := min(p-sk, n-sum)
 		if got <= 0 {
 			continue
 		}
@@ -344,6 +360,7 @@ func (h *held) take(now time.Time, n int64) (taken, int64, int64) {
 			oldest = start
 		}
 	}
+	slices.Reverse(tk) // newest first
 	return tk, sum, oldest
 }
 

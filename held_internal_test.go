@@ -105,3 +105,30 @@ func TestHeldConcurrent(t *testing.T) {
 		t.Fatalf("held %d + released %d = %d; want %d", rest, released.Load(), got, adders*grants)
 	}
 }
+
+// take hands back the newest grants first, across slots, and reports the
+// start of the oldest slot it took from (a sliding log's bound).
+func TestHeldTakeNewestFirst(t *testing.T) {
+	c, err := TokenBucketConfig(10, time.Second, 10).Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	var h held
+	for i := range int64(3) { // 1, 2, 3 permits, 100ms apart: three slots
+		h.add(&c, clk.Now().UnixMilli(), i+1, clk)
+		clk.Advance(100 * time.Millisecond)
+	}
+	tk, got, oldest := h.take(clk.Now(), 4)
+	if got != 4 || len(tk) != 2 || tk[0].n != 3 || tk[1].n != 1 {
+		t.Fatalf("took %d as %v; want 3 from the newest slot, then 1", got, tk)
+	}
+	if want := start.Add(100 * time.Millisecond).UnixMilli(); oldest != want {
+		t.Fatalf("oldest %d; want the middle slot's start %d", oldest, want)
+	}
+	h.putBack(tk, 4)
+	if _, got, _ := h.take(clk.Now(), 10); got != 2 {
+		t.Fatalf("%d left; want 2", got)
+	}
+}

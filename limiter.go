@@ -208,10 +208,11 @@ func (h *held) addSlot(cfg *Config, ms, n int64, now time.Time) {
 	// Limiter's own clock: the store's clock may differ from it. The
 	// first grant of a slot is its earliest, so the slot is held no
 	// longer than any of its grants.
-	local := now.UnixNano() + (until-ms)*int64(time.Millisecond)
+	nowNS := now.UnixNano()
+	local := nowNS + (until-ms)*int64(time.Millisecond)
 	h.mu.Lock()
 	if h.count >= 2*holdSlices {
-		h.prune(now.UnixNano())
+		h.prune(nowNS)
 	}
 	// Slots are a thirty-second of an Interval (of the hold span for a
 	// token bucket) wide, and end at a window's end: a window holds at
@@ -231,7 +232,7 @@ func (h *held) addSlot(cfg *Config, ms, n int64, now time.Time) {
 	switch {
 	case h.free != nil:
 		s, h.free = h.free, h.free.next
-	case h.oldest != nil && h.droppable(h.oldest, now.UnixNano()):
+	case h.oldest != nil && h.droppable(h.oldest, nowNS):
 		// The oldest slot is the first to stop holding: reused at once,
 		// the record of a Limiter called seldom stays a few slots.
 		s = h.oldest

@@ -38,12 +38,7 @@ func TestHeldSlotsBounded(t *testing.T) {
 // grant once its first slots are done, and still holds exactly its
 // grants of the span.
 func TestHeldSlotsReused(t *testing.T) {
-	c, err := TokenBucketConfig(10, time.Second, 10).Normalize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := clock.NewFake(start)
+	c, clk := heldBucket(t)
 	var h held
 	// A grant every 100ms (slots are 31ms wide; each is held 1s).
 	for i := range 100 {
@@ -109,12 +104,8 @@ func TestHeldConcurrent(t *testing.T) {
 // take hands back the newest grants first, across slots, and reports the
 // start of the oldest slot it took from (a sliding log's bound).
 func TestHeldTakeNewestFirst(t *testing.T) {
-	c, err := TokenBucketConfig(10, time.Second, 10).Normalize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := clock.NewFake(start)
+	c, clk := heldBucket(t)
+	start := clk.Now()
 	var h held
 	for i := range int64(3) { // 1, 2, 3 permits, 100ms apart: three slots
 		h.add(&c, clk.Now().UnixMilli(), i+1, clk)
@@ -131,4 +122,15 @@ func TestHeldTakeNewestFirst(t *testing.T) {
 	if _, got, _ := h.take(clk.Now(), 10); got != 2 {
 		t.Fatalf("%d left; want 2", got)
 	}
+}
+
+// heldBucket is a token bucket of 10 a second (each grant held 1s, slots
+// 31ms wide) and a fake clock.
+func heldBucket(t *testing.T) (Config, *clock.Fake) {
+	t.Helper()
+	c, err := TokenBucketConfig(10, time.Second, 10).Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 }

@@ -228,7 +228,7 @@ func TestPlan(t *testing.T) {
 					t.Errorf("%q: Cluster cell %+v", c.args, cs)
 				}
 			case inMemory:
-				if !slices.Equal(cs.Systems, []string{"memstore token-bucket", "memstore sliding-log", "x/time/rate", "go-limiter"}) {
+				if !slices.Equal(cs.Systems, []string{"memstore token-bucket", "memstore sliding-log", "memstore policy token-bucket", "x/time/rate", "go-limiter"}) {
 					t.Errorf("%q: memory cell systems %v", c.args, cs.Systems)
 				}
 			}

@@ -118,6 +118,11 @@ func systems() []*system {
 			prepare: func(ctx context.Context, e *env, p prep) (*target, error) {
 				return prepareMemstore(redlimit.SlidingLog, p)
 			}},
+		&system{Name: "memstore policy token-bucket", Store: inMemory, Family: "memstore", Algorithm: string(redlimit.TokenBucket),
+			Note: "a keyed Policy of one limit on memstore: Policy.Key(key).TryAcquire per call, the key looked up per call as go-limiter's Take does (compact records, no Limiter per key)",
+			prepare: func(ctx context.Context, e *env, p prep) (*target, error) {
+				return prepareMemPolicy(redlimit.TokenBucket, p)
+			}},
 		&system{Name: "x/time/rate", Store: inMemory, Family: "x/time/rate", Algorithm: "token-bucket", Peer: true,
 			Note: "golang.org/x/time/rate: one *rate.Limiter; many keys: a sync.Map of them, one per key, made on first use (LoadOrStore)", prepare: prepareXRate},
 		&system{Name: "go-limiter", Store: inMemory, Family: "go-limiter", Algorithm: "token-bucket", Peer: true,
@@ -412,6 +417,25 @@ func prepareMemstore(alg redlimit.Algorithm, p prep) (*target, error) {
 		n: len(ls),
 		call: func(ctx context.Context, i int) (bool, error) {
 			r, err := ls[i].TryAcquire(ctx, 1)
+			return r.Allowed, err
+		},
+		close: func() {},
+	}, nil
+}
+
+// prepareMemPolicy is a keyed policy of one limit, l under alg, on
+// memstore: the like of go-limiter's keyed store, one call per decision
+// naming its key.
+func prepareMemPolicy(alg redlimit.Algorithm, p prep) (*target, error) {
+	cfg := redlimit.Config{Algorithm: alg, Rate: p.l.Rate, Interval: p.l.Interval}
+	pol, err := redlimit.NewPolicy(memstore.New(), "p", []redlimit.Config{cfg})
+	if err != nil {
+		return nil, err
+	}
+	return &target{
+		n: len(p.names),
+		call: func(ctx context.Context, i int) (bool, error) {
+			r, err := pol.Key(p.names[i]).TryAcquire(ctx, 1)
 			return r.Allowed, err
 		},
 		close: func() {},

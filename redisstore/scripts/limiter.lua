@@ -384,7 +384,7 @@ local function serve_fast(key, listKey, sent, n, maxWait, start, injected, out, 
   if got[3] == nil then got = nil end
   if not cfg or cfg ~= sent then return false, got end
   n, maxWait = tonumber(n), tonumber(maxWait)
-  if not p or p.mode ~= 'overall' or not n or not maxWait or n < 1 or n > p.most then return false, got end
+  if p.mode ~= 'overall' or not n or not maxWait or n < 1 or n > p.most then return false, got end
   if not fixedAlgorithm then
     fixedAlgorithm, bucketAlgorithm, leakyAlgorithm = algorithms['fixed-window'], algorithms['token-bucket'], algorithms['leaky-bucket']
     counterAlgorithm, logAlgorithm = algorithms['sliding-counter'], algorithms['sliding-log']

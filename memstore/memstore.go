@@ -737,23 +737,33 @@ func (h *handle) Acquire(ctx context.Context, known *redlimit.Config, n int64, m
 	// found at once, its config neither expiring nor to be checked, its
 	// Overall log in use and no sweep due. Anything else goes to acquire,
 	// which makes the same checks in the same order.
-	if l := h.l.Load(); l != nil {
-		if c := l.cfg.Load(); c != nil && &c.Config == known && n > 0 && n <= c.max && ctx.Err() == nil {
-			now := h.s.nowUS()
-			l.mu.Lock()
+	if l := h.l.Load(); l != nil && n > 0 && ctx.Err() == nil {
+		now := h.s.nowUS()
+		// The config is read under the lock: its cache line is then
+		// fetched once, as the lock takes it, not shared first and
+		// taken again (the line contending callers pass to each other).
+		l.mu.Lock()
+		if c := l.cfg.Load(); c != nil && &c.Config == known && n <= c.max {
 			if lg := h.overallLog(l, c, now); lg != nil {
+				// A call that read the clock before another that
+				// took the lock first finds a later instant in the
+				// state, and decides at that one as Acquire would
+				// (time never runs backwards for a state): under
+				// contention the common case, kept on the short path
+				// so that the lock is held no longer than needed.
 				if tb, ok := lg.State.(*tokenbucket.State); ok {
 					// The most common limit's grant, without the
 					// interface call and the Decision (its unit is
 					// the µs).
-					if rem, ok := tb.Take(now, &c.lim, n); ok {
+					t := max(now, tb.Last)
+					if rem, ok := tb.Take(t, &c.lim, n); ok {
 						h.s.done(h.sh, l, now)
-						return answer{Granted: true, Remaining: rem, At: now, Now: now, Config: &c.Config}, nil
+						return answer{Granted: true, Remaining: rem, At: t, Now: t, Config: &c.Config}, nil
 					}
 				}
 				if sl, ok := lg.State.(*slidinglog.State); ok {
 					// The same for a sliding log (its unit is the ms).
-					t := now / c.unit
+					t := max(now/c.unit, sl.Last)
 					if rem, ok := sl.Take(t, &c.lim, n); ok {
 						h.s.done(h.sh, l, now)
 						return answer{Granted: true, Remaining: rem, At: t * c.unit, Now: t * c.unit, Config: &c.Config}, nil
@@ -763,18 +773,19 @@ func (h *handle) Acquire(ctx context.Context, known *redlimit.Config, n int64, m
 				h.decide(l, lg, c, now, n, maxWait, &out)
 				return out, nil
 			}
-			l.mu.Unlock()
 		}
+		l.mu.Unlock()
 	}
 	var out answer
 	err := h.s.acquire(ctx, h.key, known, n, maxWait, &out, h)
 	return out, err
 }
 
-// overallLog is l's Overall log under c when the call at now can use it
-// as it is (Acquire's common case), else nil. l.mu is held.
+// overallLog is l's Overall log under c, l's config (read under the
+// lock), when the call at now can use it as it is (Acquire's common
+// case), else nil. l.mu is held.
 func (h *handle) overallLog(l *limiter, c *conf, now int64) *log {
-	if c.Mode != redlimit.Overall || l.overall.epoch != c.Epoch || l.overall.State == nil || l.dead.Load() || l.expiresAt != 0 || l.cfg.Load() != c {
+	if c.Mode != redlimit.Overall || l.overall.epoch != c.Epoch || l.overall.State == nil || l.dead.Load() || l.expiresAt != 0 {
 		return nil
 	}
 	if now-l.swept >= c.every {

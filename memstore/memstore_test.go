@@ -72,3 +72,55 @@ func TestConfigAsGiven(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundCallBehindState: a Limiter's call that read the store's clock
+// before another call decided at a later instant (under contention, the
+// common case) decides at the state's instant, exactly as the store's own
+// Acquire does: the same grants, remaining permits, instants and waits
+// whichever path answers, whatever order the instants come in.
+func TestBoundCallBehindState(t *testing.T) {
+	ctx := context.Background()
+	base := time.Unix(1_700_000_000, 0)
+	// Offsets of each call's clock reading from base, going back at times
+	// (as a call that read the clock first but took the lock last), within
+	// and across milliseconds (the sliding log's unit).
+	steps := []struct {
+		at time.Duration
+		n  int64
+	}{
+		{0, 1}, {100 * time.Microsecond, 1}, {50 * time.Microsecond, 1}, {50 * time.Microsecond, 2},
+		{2 * time.Millisecond, 1}, {1500 * time.Microsecond, 1}, {time.Millisecond, 3},
+		{200 * time.Millisecond, 2}, {199 * time.Millisecond, 1}, {150 * time.Millisecond, 1},
+		{time.Second, 4}, {999 * time.Millisecond, 1}, {998 * time.Millisecond, 2}, {1001 * time.Millisecond, 1},
+	}
+	for _, alg := range []redlimit.Algorithm{redlimit.TokenBucket, redlimit.SlidingLog} {
+		t.Run(string(alg), func(t *testing.T) {
+			cfg := redlimit.PerInterval(6, time.Second).WithAlgorithm(alg)
+			bclk, sclk := clock.NewFake(base), clock.NewFake(base)
+			bound, err := redlimit.New(memstore.New(memstore.WithTimeSource(bclk)), "behind", redlimit.WithConfig(cfg), redlimit.WithClock(bclk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := memstore.New(memstore.WithTimeSource(sclk))
+			stored, _, err := s.SetConfig(ctx, "behind", cfg, redlimit.SetIfAbsent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, st := range steps {
+				bclk.Set(base.Add(st.at))
+				sclk.Set(base.Add(st.at))
+				r, err := bound.TryAcquire(ctx, st.n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d, err := s.Acquire(ctx, redlimit.Key{Name: "behind"}, stored, st.n, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Allowed != d.Granted || r.Remaining != d.Remaining || !r.At.Equal(d.At) || r.RetryAfter != d.Wait {
+					t.Fatalf("step %d (%v, %d): bound Limiter %+v; store's Acquire %+v", i, st.at, st.n, r, d)
+				}
+			}
+		})
+	}
+}

@@ -35,6 +35,7 @@ package memstore
 import (
 	"context"
 	"hash/maphash"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -153,6 +154,41 @@ type limiter struct {
 	// (bucketLimiter), for its Overall state only: a call then touches a
 	// cache line less and the first allocates nothing. nil: none.
 	bucket *tokenbucket.State
+}
+
+// lockSpins is how many times lock looks at a taken lock again before it
+// waits as sync.Mutex does; 0 with one CPU, where the holder cannot run
+// meanwhile.
+var lockSpins = spinsFor(runtime.NumCPU())
+
+func spinsFor(cpus int) int {
+	if cpus < 2 {
+		return 0
+	}
+	return 64
+}
+
+// lock takes l.mu. A call holds it for a few dozen instructions, and a
+// caller that finds it taken by a call running on another CPU has it
+// sooner by watching it than by parking: sync.Mutex spins only while its
+// CPU has no other goroutine to run, so with more callers than CPUs
+// every collision parked one and woke it again, most of a contended
+// call's cost. The spin reads the lock (TryLock tests before it swaps)
+// and the words beside it, writing nothing until it is free; past
+// lockSpins looks it waits in Lock, queued fairly.
+func (l *limiter) lock() {
+	if l.mu.TryLock() {
+		return
+	}
+	for range lockSpins {
+		for range 4 {
+			l.dead.Load() // on the lock's line: a pause that reads it
+		}
+		if l.mu.TryLock() {
+			return
+		}
+	}
+	l.mu.Lock()
 }
 
 // bucketLimiter is a limiter whose first config is a token bucket, with
@@ -277,7 +313,7 @@ func (s *Store) open(sh *shard, name string, mk making) *limiter {
 				return nil
 			}
 		}
-		l.mu.Lock()
+		l.lock()
 		if !l.dead.Load() {
 			return l
 		}
@@ -742,7 +778,7 @@ func (h *handle) Acquire(ctx context.Context, known *redlimit.Config, n int64, m
 		// The config is read under the lock: its cache line is then
 		// fetched once, as the lock takes it, not shared first and
 		// taken again (the line contending callers pass to each other).
-		l.mu.Lock()
+		l.lock()
 		if c := l.cfg.Load(); c != nil && &c.Config == known && n <= c.max {
 			if lg := h.overallLog(l, c, now); lg != nil {
 				// A call that read the clock before another that
@@ -822,7 +858,7 @@ func (h *handle) decide(l *limiter, lg *log, c *conf, now, n int64, maxWait time
 // open is Store.open for the bound name: its limiter, locked.
 func (h *handle) open(mk making) *limiter {
 	if l := h.l.Load(); l != nil && !l.dead.Load() {
-		l.mu.Lock()
+		l.lock()
 		if !l.dead.Load() {
 			return l
 		}

@@ -2,6 +2,8 @@ package memstore_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,6 +122,67 @@ func TestBoundCallBehindState(t *testing.T) {
 				if r.Allowed != d.Granted || r.Remaining != d.Remaining || !r.At.Equal(d.At) || r.RetryAfter != d.Wait {
 					t.Fatalf("step %d (%v, %d): bound Limiter %+v; store's Acquire %+v", i, st.at, st.n, r, d)
 				}
+			}
+		})
+	}
+}
+
+// TestContendedGrantsExact: Limiters calling at once on one limiter (the
+// lock taken by spinning or by waiting) are granted exactly the limit
+// between them, and each hands back exactly what it was granted: no grant
+// is lost or made twice, and the held records match the store's.
+func TestContendedGrantsExact(t *testing.T) {
+	const limit, callers = 600, 8
+	ctx := context.Background()
+	for _, alg := range []redlimit.Algorithm{redlimit.TokenBucket, redlimit.SlidingLog} {
+		t.Run(string(alg), func(t *testing.T) {
+			clk := clock.NewFake(time.Unix(1_700_000_000, 0)) // frozen: no refill
+			s := memstore.New(memstore.WithTimeSource(clk))
+			cfg := redlimit.PerInterval(limit, time.Minute).WithAlgorithm(alg)
+			ls := make([]*redlimit.Limiter, callers)
+			for i := range ls {
+				var err error
+				if ls[i], err = redlimit.New(s, "contended", redlimit.WithConfig(cfg), redlimit.WithClock(clk)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			granted := make([]int64, callers)
+			var wg sync.WaitGroup
+			for i, l := range ls {
+				// Two goroutines per Limiter: its held record is
+				// shared too.
+				for range 2 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range limit / callers {
+							r, err := l.TryAcquire(ctx, 1)
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							if r.Allowed {
+								atomic.AddInt64(&granted[i], 1)
+							}
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			var sum int64
+			for _, g := range granted {
+				sum += g
+			}
+			if sum != limit {
+				t.Fatalf("granted %d in all; want exactly %d", sum, limit)
+			}
+			for i, l := range ls {
+				if got, err := l.Release(ctx, limit); err != nil || got != granted[i] {
+					t.Fatalf("Limiter %d: Release = %d, %v; want %d, the permits it was granted", i, got, err, granted[i])
+				}
+			}
+			if n, err := ls[0].AvailablePermits(ctx); err != nil || n != limit {
+				t.Fatalf("after every Release: %d available, %v; want %d", n, err, limit)
 			}
 		})
 	}

@@ -91,10 +91,11 @@ func BenchmarkXTimeRate(b *testing.B) {
 	}
 }
 
-// BenchmarkContended: 64 and 256 callers on one limiter (run it with -cpu
-// 2: 32 and 128 per GOMAXPROCS), memstore's token bucket and sliding log and
-// x/time/rate side by side: how long the lock is held, and how often a
-// caller is handed it, decide here.
+// BenchmarkContended: 8, 64 and 256 callers on one limiter (run it with
+// -cpu 2: 4, 32 and 128 per GOMAXPROCS, the bench module's one-limiter
+// cells), memstore's token bucket and sliding log and x/time/rate side by
+// side: how long the lock is held, and how often a caller parks on it
+// (-mutexprofile, sample index contentions), decide here.
 func BenchmarkContended(b *testing.B) {
 	ctx := context.Background()
 	tb, err := redlimit.New(memstore.New(), "contended", redlimit.WithConfig(redlimit.TokenBucketConfig(1<<30, time.Second, 1<<30)))
@@ -114,7 +115,7 @@ func BenchmarkContended(b *testing.B) {
 		{"memstore-sl", func() { sl.TryAcquire(ctx, 1) }},
 		{"x-time-rate", func() { x.Allow() }},
 	} {
-		for _, per := range []int{32, 128} {
+		for _, per := range []int{4, 32, 128} {
 			b.Run(fmt.Sprintf("%s/%dx", sys.name, per), func(b *testing.B) {
 				b.ReportAllocs()
 				b.SetParallelism(per)

@@ -177,9 +177,13 @@ func spinsFor(cpus int) int {
 // and the words beside it, writing nothing until it is free; past
 // lockSpins looks it waits in Lock, queued fairly.
 func (l *limiter) lock() {
-	if l.mu.TryLock() {
-		return
+	if !l.mu.TryLock() {
+		l.spinLock()
 	}
+}
+
+// spinLock is lock's wait for a taken lock.
+func (l *limiter) spinLock() {
 	for range lockSpins {
 		for range 4 {
 			l.dead.Load() // on the lock's line: a pause that reads it
@@ -778,7 +782,9 @@ func (h *handle) Acquire(ctx context.Context, known *redlimit.Config, n int64, m
 		// The config is read under the lock: its cache line is then
 		// fetched once, as the lock takes it, not shared first and
 		// taken again (the line contending callers pass to each other).
-		l.lock()
+		if !l.mu.TryLock() { // lock, inlined
+			l.spinLock()
+		}
 		if c := l.cfg.Load(); c != nil && &c.Config == known && n <= c.max {
 			if lg := h.overallLog(l, c, now); lg != nil {
 				// A call that read the clock before another that

@@ -119,7 +119,8 @@ func BenchmarkContended(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%dx", sys.name, per), func(b *testing.B) {
 				b.ReportAllocs()
 				b.SetParallelism(per)
-				cpu := processCPU()
+				defer runtime.SetMutexProfileFraction(runtime.SetMutexProfileFraction(1))
+				cpu, parked := processCPU(), mutexContentions()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						sys.call()
@@ -128,9 +129,26 @@ func BenchmarkContended(b *testing.B) {
 				// The process's CPU time per call: on a busy machine,
 				// steadier than ns/op (the other processes' share).
 				b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+				// How often a caller found a lock taken and waited
+				// for it, parked (every mutex of the process).
+				b.ReportMetric(float64(mutexContentions()-parked)/float64(b.N), "parks/op")
 			})
 		}
 	}
+}
+
+// mutexContentions is how many times, so far, a goroutine waited for a
+// sync.Mutex held by another (the mutex profile's count, once
+// runtime.SetMutexProfileFraction(1) is set).
+func mutexContentions() int64 {
+	n, _ := runtime.MutexProfile(nil)
+	recs := make([]runtime.BlockProfileRecord, n+64)
+	n, _ = runtime.MutexProfile(recs)
+	var sum int64
+	for _, r := range recs[:n] {
+		sum += r.Count
+	}
+	return sum
 }
 
 // BenchmarkMillionKeys measures the heap per limiter with a million distinct

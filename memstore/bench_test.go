@@ -121,11 +121,13 @@ func BenchmarkContended(b *testing.B) {
 				b.SetParallelism(per)
 				defer runtime.SetMutexProfileFraction(runtime.SetMutexProfileFraction(1))
 				cpu, parked := processCPU(), mutexContentions()
+				b.ResetTimer() // the profile's reading allocates
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						sys.call()
 					}
 				})
+				b.StopTimer()
 				// The process's CPU time per call: on a busy machine,
 				// steadier than ns/op (the other processes' share).
 				b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")

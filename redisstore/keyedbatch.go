@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/batch"
 	"github.com/redlimit/redlimit/internal/redisclient"
 )
@@ -51,15 +49,16 @@ func (c keyedCall) alone(now string) []any {
 	return args
 }
 
-// keyBatcher batches keyed calls, by the key's state key.
-type keyBatcher = batch.Batcher[string, keyedCall, any]
+// keyBatcher batches keyed calls, by the key's state key; a call's result
+// is its reply's text (policy_main's).
+type keyBatcher = batch.Batcher[string, keyedCall, string]
 
-type keyWork = batch.Work[string, keyedCall, any]
+type keyWork = batch.Work[string, keyedCall, string]
 
 // newKeyBatcher returns the store's batcher of keyed calls, sized as the
 // limiters' (newBatcher) but for the runs in flight (maxKeyedInFlight).
 func (s *Store) newKeyBatcher() *keyBatcher {
-	cfg := batch.Config[string, keyedCall, any]{
+	cfg := batch.Config[string, keyedCall, string]{
 		Run: s.runKeyed,
 		// A hand-back queued behind a busy key is made even if its caller
 		// stops waiting: withdrawn, it would leave permits held for nobody.
@@ -89,8 +88,9 @@ func (s *Store) keyPipeline() *redis.ClusterClient {
 }
 
 // keyedRun makes one call of policy.lua (args[0] is set here): in a run
-// shared with the calls made meanwhile where the store batches.
-func (s *Store) keyedRun(ctx context.Context, c keyedCall) (any, error) {
+// shared with the calls made meanwhile where the store batches. It
+// returns the call's reply text.
+func (s *Store) keyedRun(ctx context.Context, c keyedCall) (string, error) {
 	if s.keyBatch == nil {
 		s.keyRuns.Add(1)
 		s.keyRunCalls.Add(1)
@@ -274,7 +274,8 @@ func (s *Store) runKeyed(ctx context.Context, works []*keyWork) {
 // batchArgs is policy_batch's KEYS and ARGV for the calls of works. A
 // call whose ARGV[5..] (the policy as the client knows it) is the call's
 // before sends only its ARGV[2..4]: Redis then parses, and its Lua
-// interns, half the strings per call.
+// interns, half the strings per call; one whose ARGV[2..] too are the
+// call's before, with as many KEYS, sends only "=" (repeatCall).
 func batchArgs(works []*keyWork, size int, now string) ([]string, []any) {
 	nk := 0
 	for _, w := range works {
@@ -286,20 +287,29 @@ func batchArgs(works []*keyWork, size int, now string) ([]string, []any) {
 	args := make([]any, 1, 1+size*6+8)
 	args[0] = now
 	var prev []any
+	prevKeys := 0
 	for _, w := range works {
 		for _, c := range w.Calls {
 			keys = append(keys, c.keys...)
-			if prev != nil && samePolicyArgs(prev, c.args) {
+			switch {
+			case prev != nil && samePolicyArgs(prev, c.args) && len(c.keys) == prevKeys &&
+				prev[1] == c.args[1] && prev[2] == c.args[2] && prev[3] == c.args[3]:
+				args = append(args, repeatCall)
+			case prev != nil && samePolicyArgs(prev, c.args):
 				args = append(args, len(c.keys), policyArgsAt, c.args[1], c.args[2], c.args[3])
-				continue
+			default:
+				args = append(args, len(c.keys), len(c.args))
+				args = append(args, c.args[1:]...)
 			}
-			args = append(args, len(c.keys), len(c.args))
-			args = append(args, c.args[1:]...)
-			prev = c.args
+			prev, prevKeys = c.args, len(c.keys)
 		}
 	}
 	return keys, args
 }
+
+// repeatCall is the ARGV of a call in a batch that is the call before it
+// again, on its own KEYS (policy_batch).
+const repeatCall = "="
 
 // policyArgsAt is the index of a keyed call's first ARGV of its policy
 // (epoch, version, ...): the number of ARGV a call sends without them.
@@ -322,14 +332,15 @@ func samePolicyArgs(a, b []any) bool {
 // to their size calls, or err.
 func setKeyedResults(works []*keyWork, size int, raw any, err error) {
 	if err == nil {
-		r, ok := raw.([]any)
-		if !ok || len(r) != size {
-			err = fmt.Errorf("%w: a keyed batch of %d calls answered %T of %d", redlimit.ErrCorrupt, size, raw, len(r))
-		} else {
-			for _, w := range works {
-				n := copy(w.Results, r)
-				r = r[n:]
+		w, j := 0, 0
+		err = splitKeyed(raw, size, func(_ int, text string) {
+			for j == len(works[w].Results) {
+				w, j = w+1, 0
 			}
+			works[w].Results[j] = text
+			j++
+		})
+		if err == nil {
 			return
 		}
 	}
@@ -385,7 +396,7 @@ func (s *Store) runKeyedPipeline(ctx context.Context, cc *redis.ClusterClient, w
 		case r.err != nil && notRun(r.err):
 			s.runKeyedAlone(ctx, w)
 		case len(w.Calls) == 1:
-			w.Results[0], w.Err = r.val, r.err
+			w.Results[0], w.Err = keyedText(r.val, r.err)
 		default:
 			setKeyedResults(works[i:i+1], len(w.Calls), r.val, r.err)
 		}

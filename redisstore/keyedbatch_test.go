@@ -103,7 +103,7 @@ func TestKeyedBatchEqualsAlone(t *testing.T) {
 			twins = append(twins, alone{keys: pair[1], args: args[1], w: w, j: len(w.Calls) - 1})
 		}
 		for _, w := range order {
-			w.Results = make([]any, len(w.Calls))
+			w.Results = make([]string, len(w.Calls))
 		}
 		s.runKeyed(ctx, order)
 		runs++
@@ -118,7 +118,7 @@ func TestKeyedBatchEqualsAlone(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := tw.w.Results[tw.j]; !reflect.DeepEqual(got, want) {
-				t.Fatalf("%v %v: batched %v, alone %v", tw.keys, tw.args[1:4], got, want)
+				t.Fatalf("%v %v: batched %q, alone %q", tw.keys, tw.args[1:4], got, want)
 			}
 		}
 	}
@@ -339,16 +339,16 @@ func grantedCount(rs []redlimit.Result) int {
 }
 
 // TestKeyedBatchSendsPolicyOnce: in a run, a call of the same policy as
-// the call before sends only its op, permits and wait, and one of another
-// policy sends its policy again (TestKeyedBatchEqualsAlone checks the
-// answers of such runs).
+// the call before sends only its op, permits and wait, one alike in those
+// too only "=", and one of another policy sends its policy again
+// (TestKeyedBatchEqualsAlone checks the answers of such runs).
 func TestKeyedBatchSendsPolicyOnce(t *testing.T) {
 	limits := limitsArg([]redlimit.Config{redlimit.PerSecond(10)})
-	a, err := makeEntry(limits, 1, 7, 0)
+	a, err := makeEntry(DefaultPrefix, "p", limits, 1, 7, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := makeEntry(limits, 2, 7, 0)
+	b, err := makeEntry(DefaultPrefix, "p", limits, 2, 7, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,18 +356,38 @@ func TestKeyedBatchSendsPolicyOnce(t *testing.T) {
 		k := redlimit.PolicyKey{Policy: "p", Key: key}
 		return keyedCall{keys: policyStateKeys(DefaultPrefix, k, e.listKeys()), args: e.callArgs(keyAcquire, n, 0, false, "", nil)}
 	}
-	w := &keyWork{Calls: []keyedCall{call(a, "x", 1), call(a, "y", 2), call(b, "z", 3), call(a, "w", 4)}}
+	w := &keyWork{Calls: []keyedCall{call(a, "x", 1), call(a, "y", 2), call(b, "z", 3), call(a, "w", 4), call(a, "v", 4)}}
 	keys, args := batchArgs([]*keyWork{w}, len(w.Calls), "now")
-	if len(keys) != 8 {
+	if len(keys) != 10 {
 		t.Fatalf("keys %q", keys)
 	}
 	full := len(w.Calls[0].args) - 1
 	short := []any{2, policyArgsAt, keyAcquire, int64(2), int64(0)}
-	// now; x in full; y short; z and w in full (each after another policy).
-	if len(args) != 1+3*(2+full)+len(short) {
+	// now; x in full; y short; z and w in full (each after another
+	// policy); v as w.
+	if len(args) != 1+3*(2+full)+len(short)+1 {
 		t.Fatalf("args %v", args)
+	}
+	if got := args[len(args)-1]; got != repeatCall {
+		t.Fatalf("the last call sent %v, want %q", got, repeatCall)
 	}
 	if got := args[1+2+full : 1+2+full+len(short)]; !reflect.DeepEqual(got, short) {
 		t.Fatalf("the second call sent %v, want %v", got, short)
+	}
+}
+
+// TestKeyedCallStateKey: the state key a call is sent with, made from the
+// head its policy's entry keeps, is the key of its state, escapes and all.
+func TestKeyedCallStateKey(t *testing.T) {
+	limits := limitsArg([]redlimit.Config{redlimit.PerSecond(10).WithAlgorithm(redlimit.FixedWindow)})
+	for _, k := range []redlimit.PolicyKey{{Policy: "p", Key: "k"}, {Policy: "a{b}%:", Key: "x}{%:y"}} {
+		e, err := makeEntry("pre:", k.Policy, limits, 1, 7, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, _, _ := e.call("pre:", k, keyAcquire, 1, 0, false, "", nil)
+		if want := policyStateKey("pre:", k); len(keys) != 1 || keys[0] != want {
+			t.Errorf("%+v: keys %q; want %q", k, keys, want)
+		}
 	}
 }

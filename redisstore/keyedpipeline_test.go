@@ -304,7 +304,7 @@ func TestKeyedClusterPipelineRedoes(t *testing.T) {
 				w.Calls = append(w.Calls, keyedCall{keys: ka, args: entry["a"].callArgs(keyAcquire, 1, 0, false, "", nil)})
 				twins = append(twins, twin{keys: kb, args: entry["b"].callArgs(keyAcquire, 1, 0, false, "", nil), w: w, j: len(w.Calls) - 1})
 			}
-			w.Results = make([]any, len(w.Calls))
+			w.Results = make([]string, len(w.Calls))
 			works = append(works, w)
 		}
 		s.runKeyed(ctx, works)
@@ -318,7 +318,7 @@ func TestKeyedClusterPipelineRedoes(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := tw.w.Results[tw.j]; !reflect.DeepEqual(got, want) {
-				t.Fatalf("%s: %v: in a pipeline %v, alone %v", what, tw.keys[0], got, want)
+				t.Fatalf("%s: %v: in a pipeline %q, alone %q", what, tw.keys[0], got, want)
 			}
 		}
 	}

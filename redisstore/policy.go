@@ -98,7 +98,12 @@ func policyStateKeys(prefix string, k redlimit.PolicyKey, limits int) []string {
 
 // policyStateKey is the key of k's state.
 func policyStateKey(prefix string, k redlimit.PolicyKey) string {
-	return prefix + "{" + nameEscaper.Replace(k.Policy) + "%:" + nameEscaper.Replace(k.Key) + "}"
+	return policyKeyHead(prefix, k.Policy) + nameEscaper.Replace(k.Key) + "}"
+}
+
+// policyKeyHead is what the state keys of policy name begin with.
+func policyKeyHead(prefix, name string) string {
+	return prefix + "{" + nameEscaper.Replace(name) + "%:"
 }
 
 func (s *Store) policyChannel() string { return s.prefix + "policy" }
@@ -117,6 +122,9 @@ type policyEntry struct {
 	// it (policy.lua's policy_lone), where one can: one limit, without a
 	// list, taking effect at an unknown instant; else nil.
 	ev any
+	// keyHead is what the policy's state keys begin with
+	// (policyKeyHead): made once, not per call.
+	keyHead string
 }
 
 // policyCacheMax bounds the policies a store caches.
@@ -230,8 +238,9 @@ func newPolicyEpoch() int64 {
 	return redlimit.Config{}.WithNewEpoch().Epoch%policyEpochs | 1
 }
 
-// makeEntry checks a policy read from Redis and makes its entry.
-func makeEntry(limits string, version, epoch, since int64) (*policyEntry, error) {
+// makeEntry checks a policy read from Redis and makes its entry, for the
+// policy name of a store of prefix.
+func makeEntry(prefix, name, limits string, version, epoch, since int64) (*policyEntry, error) {
 	parts := strings.Split(limits, ",")
 	if len(parts) > redlimit.MaxLimits {
 		return nil, fmt.Errorf("%w: a policy of %d limits", redlimit.ErrCorrupt, len(parts))
@@ -264,7 +273,8 @@ func makeEntry(limits string, version, epoch, since int64) (*policyEntry, error)
 	if version < 1 || epoch < 1 {
 		return nil, fmt.Errorf("%w: policy version %d, epoch %d", redlimit.ErrCorrupt, version, epoch)
 	}
-	e := &policyEntry{cfg: cfg, args: args, most: cfg.MaxPermits(), lists: lists, read: time.Now()}
+	e := &policyEntry{cfg: cfg, args: args, most: cfg.MaxPermits(), lists: lists, read: time.Now(),
+		keyHead: policyKeyHead(prefix, name)}
 	if len(parts) == 1 && !lists && since == 0 {
 		e.ev = args[0].(string) + " " + args[1].(string)
 	}
@@ -300,7 +310,7 @@ func (s *Store) setPolicy(ctx context.Context, name, how string, limits []redlim
 	if err1 != nil || err2 != nil {
 		return nil, false, fmt.Errorf("%w: policy reply %v", redlimit.ErrCorrupt, r)
 	}
-	pe, err := makeEntry(text, v, e, t)
+	pe, err := makeEntry(s.prefix, name, text, v, e, t)
 	if err != nil {
 		return nil, false, err
 	}
@@ -373,7 +383,7 @@ func (s *Store) readPolicy(ctx context.Context, name string) (*policyEntry, erro
 		}
 	}
 	text, _ := got[0].(string)
-	e, err := makeEntry(text, nums[0], nums[1], nums[2])
+	e, err := makeEntry(s.prefix, name, text, nums[0], nums[1], nums[2])
 	if err != nil {
 		return nil, err
 	}
@@ -447,8 +457,8 @@ const maxStale = 3
 
 // keyed runs one call of policy.lua, reading the policy again when the
 // key's state says it is stale. It returns the reply from its flag on
-// (0 or 1).
-func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit.PolicyConfig, op string, n, arg int64) (*policyEntry, int64, replyNums, error) {
+// (0 or 1), read into buf.
+func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit.PolicyConfig, op string, n, arg int64, buf *[maxKeyedNums]int64) (*policyEntry, int64, replyNums, error) {
 	if err := k.Validate(); err != nil {
 		return nil, 0, nil, err
 	}
@@ -475,18 +485,13 @@ func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit
 			}
 		}
 		keys, args, lone := e.call(s.prefix, k, op, n, arg, fresh, oldVersion, old)
-		raw, err := s.keyedRun(ctx, keyedCall{keys: keys, args: args, lone: lone})
+		text, err := s.keyedRun(ctx, keyedCall{keys: keys, args: args, lone: lone})
 		if err != nil {
 			return nil, 0, nil, wrap(err)
 		}
-		r, ok := raw.([]any)
-		if !ok || len(r) < 2 {
-			return nil, 0, nil, fmt.Errorf("%w: unexpected keyed reply %T", redlimit.ErrCorrupt, raw)
-		}
-		for _, v := range r {
-			if _, ok = v.(int64); !ok {
-				return nil, 0, nil, fmt.Errorf("%w: keyed reply element %T", redlimit.ErrCorrupt, v)
-			}
+		r, err := keyedNums(text, buf)
+		if err != nil {
+			return nil, 0, nil, err
 		}
 		nums := replyNums(r)
 		switch nums.at(1) {
@@ -550,7 +555,7 @@ const loneArgs = 5
 func (e *policyEntry) call(prefix string, k redlimit.PolicyKey, op string, n, arg int64, fresh bool, oldVersion string, old []any) ([]string, []any, []any) {
 	if !e.lists && 7+len(e.args)+len(old) <= keyedArgsMax {
 		b := new(keyedArgs)
-		b.keys[0] = policyStateKey(prefix, k)
+		b.keys[0] = e.keyHead + nameEscaper.Replace(k.Key) + "}"
 		args := e.appendArgs(b.args[:0], op, n, arg, fresh, oldVersion, old)
 		if op != keyAcquire || e.ev == nil || fresh || oldVersion != "" || len(old) > 0 {
 			return b.keys[:], args, nil
@@ -603,10 +608,23 @@ func (s *Store) oldLimits(ctx context.Context, name string, version int64) ([]an
 	return old, nil
 }
 
-// runPolicy runs policy.lua: as a function of the limiter library where
-// Redis has it, else as a script.
-func (s *Store) runPolicy(ctx context.Context, keys []string, args []any) (any, error) {
-	return s.runFunction(ctx, policyFunction, policyScript, keys, args)
+// runPolicy runs policy.lua (policy_main): as a function of the limiter
+// library where Redis has it, else as a script. It returns the reply's
+// text.
+func (s *Store) runPolicy(ctx context.Context, keys []string, args []any) (string, error) {
+	return keyedText(s.runFunction(ctx, policyFunction, policyScript, keys, args))
+}
+
+// keyedText is policy_main's reply raw (or err) as its text.
+func keyedText(raw any, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	text, ok := raw.(string)
+	if !ok {
+		return "", fmt.Errorf("%w: unexpected keyed reply %T", redlimit.ErrCorrupt, raw)
+	}
+	return text, nil
 }
 
 // runFunction runs function (its name, an any so that building the
@@ -644,13 +662,14 @@ func (s *Store) runFunction(ctx context.Context, function any, script *redis.Scr
 	})
 }
 
-// replyNums is a keyed reply's numbers, each an int64 (keyed checks):
-// read in place, as a copy would cost an allocation per call.
-type replyNums []any
+// replyNums is a keyed reply's numbers (keyedNums), 0 past its end.
+type replyNums []int64
 
 func (r replyNums) at(i int) int64 {
-	n, _ := r[i].(int64)
-	return n
+	if i >= len(r) {
+		return 0
+	}
+	return r[i]
 }
 
 // decision reads an acquire's or a status's reply.
@@ -692,7 +711,8 @@ func (s *Store) acquireKey(ctx context.Context, k redlimit.PolicyKey, known redl
 	if maxWait >= 0 {
 		w = maxWait.Microseconds()
 	}
-	e, now, r, err := s.keyed(ctx, k, &known, keyAcquire, n, w)
+	var buf [maxKeyedNums]int64
+	e, now, r, err := s.keyed(ctx, k, &known, keyAcquire, n, w, &buf)
 	if err != nil {
 		return redlimit.PolicyDecision{}, err
 	}
@@ -701,7 +721,8 @@ func (s *Store) acquireKey(ctx context.Context, k redlimit.PolicyKey, known redl
 
 // StatusKey implements redlimit.PolicyStore.
 func (s *Store) StatusKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig) (redlimit.PolicyDecision, error) {
-	e, now, r, err := s.keyed(ctx, k, &known, keyStatus, 1, 0)
+	var buf [maxKeyedNums]int64
+	e, now, r, err := s.keyed(ctx, k, &known, keyStatus, 1, 0, &buf)
 	if err != nil {
 		return redlimit.PolicyDecision{}, err
 	}
@@ -712,13 +733,15 @@ func (s *Store) StatusKey(ctx context.Context, k redlimit.PolicyKey, known redli
 
 // cancelKey is CancelKey without the refusal cache.
 func (s *Store) cancelKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, at time.Time, n int64) (int64, error) {
-	_, _, r, err := s.keyed(ctx, k, &known, keyCancel, n, at.UnixMicro())
+	var buf [maxKeyedNums]int64
+	_, _, r, err := s.keyed(ctx, k, &known, keyCancel, n, at.UnixMicro(), &buf)
 	return handedBack(r, err)
 }
 
 // releaseKey is ReleaseKey without the refusal cache.
 func (s *Store) releaseKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, n int64) (int64, error) {
-	_, _, r, err := s.keyed(ctx, k, &known, keyRelease, n, -1)
+	var buf [maxKeyedNums]int64
+	_, _, r, err := s.keyed(ctx, k, &known, keyRelease, n, -1, &buf)
 	return handedBack(r, err)
 }
 
@@ -727,11 +750,11 @@ func handedBack(r replyNums, err error) (int64, error) {
 		return 0, err
 	}
 	if r.at(0) != 0 {
-		return 0, fmt.Errorf("%w: keyed hand-back reply %v", redlimit.ErrCorrupt, []any(r))
+		return 0, fmt.Errorf("%w: keyed hand-back reply %v", redlimit.ErrCorrupt, []int64(r))
 	}
 	r = r[1:]
 	if len(r) != 1 || r.at(0) < 0 {
-		return 0, fmt.Errorf("%w: keyed hand-back reply %v", redlimit.ErrCorrupt, []any(r))
+		return 0, fmt.Errorf("%w: keyed hand-back reply %v", redlimit.ErrCorrupt, []int64(r))
 	}
 	return r.at(0), nil
 }

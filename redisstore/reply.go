@@ -210,3 +210,108 @@ func decodeReplies(raw any, works []*work) error {
 	}
 	return nil
 }
+
+// policy.lua answers a keyed call with one MessagePack array of integers
+// too, and a batch with an array of those: the client splits a batch's
+// string into its calls' arrays (substrings, nothing copied) and reads
+// each call's numbers into an array of its own stack.
+
+// maxKeyedNums bounds the numbers of a keyed reply: now, flag, granted,
+// full, refused, wait, then three per limit.
+const maxKeyedNums = 6 + 3*redlimit.MaxLimits
+
+// num reads the next element, an integer; a float (which cmsgpack writes
+// for a Lua number that is not whole) is truncated, as Redis does when it
+// turns a Lua number into an integer reply.
+func (r *packReader) num() (int64, error) {
+	if r.left > 0 && r.pos < len(r.b) {
+		if c := r.b[r.pos]; c == 0xca || c == 0xcb {
+			r.left--
+			r.pos++
+			size := 4 << (c - 0xca)
+			v, ok := r.uint(size)
+			if !ok {
+				return 0, r.corrupt("float cut short")
+			}
+			f := math.Float64frombits(v)
+			if size == 4 {
+				f = float64(math.Float32frombits(uint32(v)))
+			}
+			if math.IsNaN(f) || f >= math.MaxInt64 || f < math.MinInt64 {
+				return 0, r.corrupt("float out of range")
+			}
+			return int64(f), nil
+		}
+	}
+	return r.int()
+}
+
+// array reads the next element, which must be an array of numbers, and
+// returns its text (header and all): one call's reply in a batch's.
+func (r *packReader) array() (string, error) {
+	if r.left == 0 {
+		return "", r.corrupt("too few elements")
+	}
+	start, left := r.pos, r.left
+	if err := r.header(); err != nil {
+		return "", err
+	}
+	for r.left > 0 {
+		if _, err := r.num(); err != nil {
+			return "", err
+		}
+	}
+	r.left = left - 1
+	return r.b[start:r.pos], nil
+}
+
+// splitKeyed reads a batch's reply raw (policy_batch's) as the replies of
+// size calls, setting each call's text through set, in order.
+func splitKeyed(raw any, size int, set func(i int, text string)) error {
+	text, ok := raw.(string)
+	if !ok {
+		return fmt.Errorf("%w: unexpected keyed batch reply %T", redlimit.ErrCorrupt, raw)
+	}
+	r := &packReader{b: text}
+	if err := r.header(); err != nil {
+		return err
+	}
+	if r.left != size {
+		return fmt.Errorf("%w: a keyed batch of %d calls answered %d", redlimit.ErrCorrupt, size, r.left)
+	}
+	for i := range size {
+		call, err := r.array()
+		if err != nil {
+			return err
+		}
+		set(i, call)
+	}
+	if r.pos != len(r.b) {
+		return r.corrupt("bytes after the last call")
+	}
+	return nil
+}
+
+// keyedNums reads one keyed call's reply text into nums and returns the
+// numbers read: at least two (now, flag).
+func keyedNums(text string, nums *[maxKeyedNums]int64) ([]int64, error) {
+	r := &packReader{b: text}
+	if err := r.header(); err != nil {
+		return nil, err
+	}
+	if r.left < 2 || r.left > len(nums) {
+		return nil, fmt.Errorf("%w: keyed reply of %d numbers", redlimit.ErrCorrupt, r.left)
+	}
+	n := r.left
+	for i := range n {
+		v, err := r.num()
+		if err != nil {
+			return nil, err
+		}
+		nums[i] = v
+	}
+	if r.pos != len(r.b) {
+		return nil, r.corrupt("bytes after the numbers")
+	}
+	return nums[:n], nil
+}

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/redlimit/redlimit"
@@ -74,6 +76,92 @@ func TestDecodeReplyForms(t *testing.T) {
 	} {
 		w := &work{key: redlimit.Key{Name: "a"}, known: known, calls: make([]call, 1)}
 		if err := decodeReplies(bad, []*work{w}); !errors.Is(err, redlimit.ErrCorrupt) {
+			t.Errorf("%s: %v; want ErrCorrupt", name, err)
+		}
+	}
+}
+
+// TestKeyedNumsForms: a keyed reply's numbers read the same in every form
+// MessagePack gives an integer, a float (cmsgpack's form of a Lua number
+// that is not whole) truncated toward zero as Redis's integer reply of it
+// is, and anything else is ErrCorrupt.
+func TestKeyedNumsForms(t *testing.T) {
+	now := "\xcf\x00\x00\x01\x8b\xcf\xe5\x68\x00" // 1700000000000
+	zeros := make([]any, maxKeyedNums+1)
+	for i := range zeros {
+		zeros[i] = int64(0)
+	}
+	for _, tc := range []struct {
+		name, reply string
+		want        []int64
+	}{
+		{"fixints", "\x94" + now + "\x01\x7f\xff", []int64{1700000000000, 1, 127, -1}},
+		{"wide ints", "\xdc\x00\x04" + now + "\xd0\xfc\xcd\x01\x2c\xd3\xff\xff\xff\xff\xff\xff\xff\xfe", []int64{1700000000000, -4, 300, -2}},
+		{"float64", "\x94" + now + "\x00\xcb\x3f\xfe\x66\x66\x66\x66\x66\x66\xcb\xbf\xfe\x66\x66\x66\x66\x66\x66", []int64{1700000000000, 0, 1, -1}}, // 1.9, -1.9
+		{"float32", "\x93" + now + "\x00\xca\x40\x20\x00\x00", []int64{1700000000000, 0, 2}},                                                         // 2.5
+		{"the most", msgpack(zeros[1:]...), make([]int64, maxKeyedNums)},
+	} {
+		var buf [maxKeyedNums]int64
+		got, err := keyedNums(tc.reply, &buf)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v; want %v", tc.name, got, tc.want)
+		}
+	}
+	for name, bad := range map[string]string{
+		"one number":      "\x91" + now,
+		"too many":        msgpack(zeros...),
+		"a string":        "\x93" + now + "\x00\xa1x",
+		"nil":             "\x93" + now + "\x00\xc0",
+		"a map":           "\x82\x01\x01\x02\x02",
+		"NaN":             "\x93" + now + "\x00\xcb\x7f\xf8\x00\x00\x00\x00\x00\x01",
+		"float too large": "\x93" + now + "\x00\xcb\x43\xe0\x00\x00\x00\x00\x00\x00", // 2^63
+		"cut float":       "\x93" + now + "\x00\xcb\x3f\xf0",
+		"short array":     "\x93" + now + "\x00",
+		"trailing bytes":  "\x92" + now + "\x00\x00",
+		"empty":           "",
+	} {
+		var buf [maxKeyedNums]int64
+		if got, err := keyedNums(bad, &buf); !errors.Is(err, redlimit.ErrCorrupt) {
+			t.Errorf("%s: %v, %v; want ErrCorrupt", name, got, err)
+		}
+	}
+}
+
+// TestSplitKeyed: a batch's reply splits into its calls' arrays in order,
+// each read as policy_main's reply; a batch answering another number of
+// calls, or anything but arrays of numbers, is ErrCorrupt.
+func TestSplitKeyed(t *testing.T) {
+	calls := []string{"\x92\x01\x00", "\x92\xd0\xfd\x01", "\xdc\x00\x03\xcb\x40\x00\x00\x00\x00\x00\x00\x00\x01\xcd\x01\x2c", "\x90"}
+	batch := "\x94" + strings.Join(calls, "")
+	var got []string
+	if err := splitKeyed(batch, len(calls), func(i int, text string) {
+		if i != len(got) {
+			t.Errorf("call %d set after %d", i, len(got))
+		}
+		got = append(got, text)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, calls) {
+		t.Fatalf("split %q; want %q", got, calls)
+	}
+	for name, bad := range map[string]struct {
+		raw  any
+		size int
+	}{
+		"fewer calls":    {batch, 5},
+		"more calls":     {batch, 3},
+		"not a string":   {[]any{int64(1)}, 1},
+		"a number":       {"\x91\x01", 1},
+		"a string in":    {"\x91\x92\x01\xa1x", 1},
+		"cut call":       {"\x91\x93\x01\x00", 1},
+		"trailing bytes": {"\x91\x90\x00", 1},
+	} {
+		if err := splitKeyed(bad.raw, bad.size, func(int, string) {}); !errors.Is(err, redlimit.ErrCorrupt) {
 			t.Errorf("%s: %v; want ErrCorrupt", name, err)
 		}
 	}

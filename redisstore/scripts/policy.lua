@@ -31,7 +31,9 @@
 -- and ARGV[11] "" (policy_lone), just five: ARGV[1] now, ARGV[2] permits,
 -- ARGV[3] the maximum wait, ARGV[4] "EPOCH VERSION", ARGV[5] the limit.
 --
--- Reply: an array {now (µs), flag, ...}:
+-- Reply: one MessagePack array of integers (cmsgpack.pack), {now (µs),
+-- flag, ...}: one string the client reads in place, where a Redis array
+-- costs it an allocation per element:
 --   flag -4: stale: the key's state was written under a newer version of
 --            the policy than the one sent; the client reads it again
 --   flag -5: a bucket's state was written under the older version that
@@ -614,8 +616,8 @@ local function policy_main(keys, argv)
   else
     ok, res = pcall(policy_serve, keys, 0, argv, 2, 5, start, injected)
   end
-  if not ok then return {start, -3} end
-  return res
+  if not ok then res = {start, -3} end
+  return cmsgpack.pack(res)
 end
 
 -- policy_batch serves several keyed calls in one run, one after another at
@@ -623,20 +625,31 @@ end
 -- above, then per call the number of its KEYS and of the ARGV it sends
 -- (counting ARGV[1]), then those ARGV[2..] as policy_main takes them; a
 -- call that sends only ARGV[2..4] (op, permits, wait or instant) has the
--- ARGV[5..] of the call before it (calls of one policy send it once).
--- KEYS are the calls' KEYS in turn. Reply: one policy_main reply per call.
+-- ARGV[5..] of the call before it (calls of one policy send it once); a
+-- call that sends only "=" is the call before it again on its own KEYS
+-- (as many), the common run of calls alike on many keys: one ARGV, not
+-- five, for Redis to read and its Lua to intern per call.
+-- KEYS are the calls' KEYS in turn. Reply: one MessagePack array holding,
+-- per call, policy_main's array (an empty one: ARGV unreadable).
 local function policy_batch(keys, argv)
   local start, injected = run_start(argv)
   local out = {}
-  local k, i, m, b = 0, 2, #argv, nil
-  while i + 1 <= m do
-    local nk, na = policy_num(argv[i]), policy_num(argv[i + 1])
-    if not nk or not na or na < 4 or i + na > m then return {} end
-    if na > 4 then b = i + 5 elseif not b then return {} end
-    local ok, res = pcall(policy_serve, keys, k, argv, i + 2, b, start, injected)
+  local k, i, m, a, b, nk = 0, 2, #argv, nil, nil, nil
+  while i <= m do
+    local step = 1
+    if argv[i] ~= '=' then
+      local na
+      nk, na = policy_num(argv[i]), policy_num(argv[i + 1])
+      if not nk or not na or na < 4 or i + na > m then return cmsgpack.pack({}) end
+      if na > 4 then b = i + 5 elseif not b then return cmsgpack.pack({}) end
+      a, step = i + 2, na + 1
+    elseif not a then
+      return cmsgpack.pack({})
+    end
+    local ok, res = pcall(policy_serve, keys, k, argv, a, b, start, injected)
     if not ok then res = {start, -3} end
     out[#out + 1] = res
-    k, i = k + nk, i + na + 1
+    k, i = k + nk, i + step
   end
-  return out
+  return cmsgpack.pack(out)
 end

@@ -36,6 +36,11 @@ type keyedCall struct {
 	keys []string
 	args []any
 	lone []any
+	// cmd, where not nil, is the command of the call alone (runCall):
+	// its ARGV as alone gives them, after room for FCALL's name, the
+	// function, the number of KEYS and the KEYS; sending it then
+	// allocates no slice.
+	cmd []any
 }
 
 // alone is c's ARGV for a run of its own at now: the shorter form where
@@ -94,7 +99,7 @@ func (s *Store) keyedRun(ctx context.Context, c keyedCall) (string, error) {
 	if s.keyBatch == nil {
 		s.keyRuns.Add(1)
 		s.keyRunCalls.Add(1)
-		return s.runPolicy(ctx, c.keys, c.alone(s.nowArg()))
+		return s.runCall(ctx, c)
 	}
 	return s.keyBatcherFor(ctx, c.keys[0]).Do(ctx, c.keys[0], c)
 }
@@ -253,7 +258,7 @@ func (s *Store) runKeyed(ctx context.Context, works []*keyWork) {
 	}
 	if size == 1 {
 		c := works[0].Calls[0]
-		r, err := s.runPolicy(ctx, c.keys, c.alone(s.nowArg()))
+		r, err := s.runCall(ctx, c)
 		works[0].Results[0], works[0].Err = r, err
 		return
 	}
@@ -434,7 +439,7 @@ func keyedCommand(w *keyWork, now string, functions bool) []any {
 func (s *Store) runKeyedAlone(ctx context.Context, w *keyWork) {
 	if len(w.Calls) == 1 {
 		c := w.Calls[0]
-		w.Results[0], w.Err = s.runPolicy(ctx, c.keys, c.alone(s.nowArg()))
+		w.Results[0], w.Err = s.runCall(ctx, c)
 		return
 	}
 	keys, args := batchArgs([]*keyWork{w}, len(w.Calls), s.nowArg())

@@ -385,9 +385,9 @@ func TestKeyedCallStateKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys, _, _ := e.call("pre:", k, keyAcquire, 1, 0, false, "", nil)
-		if want := policyStateKey("pre:", k); len(keys) != 1 || keys[0] != want {
-			t.Errorf("%+v: keys %q; want %q", k, keys, want)
+		c := e.call("pre:", k, keyAcquire, 1, 0, false, "", nil)
+		if want := policyStateKey("pre:", k); len(c.keys) != 1 || c.keys[0] != want {
+			t.Errorf("%+v: keys %q; want %q", k, c.keys, want)
 		}
 	}
 }

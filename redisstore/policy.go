@@ -484,8 +484,7 @@ func (s *Store) keyed(ctx context.Context, k redlimit.PolicyKey, known *redlimit
 				}
 			}
 		}
-		keys, args, lone := e.call(s.prefix, k, op, n, arg, fresh, oldVersion, old)
-		text, err := s.keyedRun(ctx, keyedCall{keys: keys, args: args, lone: lone})
+		text, err := s.keyedRun(ctx, e.call(s.prefix, k, op, n, arg, fresh, oldVersion, old))
 		if err != nil {
 			return nil, 0, nil, wrap(err)
 		}
@@ -540,9 +539,12 @@ func (e *policyEntry) callArgs(op string, n, arg int64, fresh bool, oldVersion s
 // allocation, where they fit: a call allocates little else.
 type keyedArgs struct {
 	keys [1]string
-	args [keyedArgsMax]any
-	lone [loneArgs]any
+	cmd  [cmdHead + keyedArgsMax]any
+	lone [cmdHead + loneArgs]any
 }
+
+// cmdHead is the room an FCALL of one key takes before its ARGV.
+const cmdHead = 4
 
 const keyedArgsMax = 16
 
@@ -552,18 +554,18 @@ const loneArgs = 5
 // call is policy.lua's KEYS and ARGV (callArgs) for a call on k under e,
 // and the call's ARGV as policy_lone's when it has that form (else nil),
 // which it is sent in when it goes alone: ARGV[1] (now) left nil in both.
-func (e *policyEntry) call(prefix string, k redlimit.PolicyKey, op string, n, arg int64, fresh bool, oldVersion string, old []any) ([]string, []any, []any) {
+func (e *policyEntry) call(prefix string, k redlimit.PolicyKey, op string, n, arg int64, fresh bool, oldVersion string, old []any) keyedCall {
 	if !e.lists && 7+len(e.args)+len(old) <= keyedArgsMax {
 		b := new(keyedArgs)
 		b.keys[0] = e.keyHead + nameEscaper.Replace(k.Key) + "}"
-		args := e.appendArgs(b.args[:0], op, n, arg, fresh, oldVersion, old)
+		args := e.appendArgs(b.cmd[cmdHead:cmdHead], op, n, arg, fresh, oldVersion, old)
 		if op != keyAcquire || e.ev == nil || fresh || oldVersion != "" || len(old) > 0 {
-			return b.keys[:], args, nil
+			return keyedCall{keys: b.keys[:], args: args, cmd: b.cmd[:cmdHead+len(args)]}
 		}
-		b.lone = [loneArgs]any{nil, args[2], args[3], e.ev, e.args[3]}
-		return b.keys[:], args, b.lone[:]
+		b.lone = [cmdHead + loneArgs]any{cmdHead: nil, args[2], args[3], e.ev, e.args[3]}
+		return keyedCall{keys: b.keys[:], args: args, lone: b.lone[cmdHead:], cmd: b.lone[:]}
 	}
-	return policyStateKeys(prefix, k, e.listKeys()), e.callArgs(op, n, arg, fresh, oldVersion, old), nil
+	return keyedCall{keys: policyStateKeys(prefix, k, e.listKeys()), args: e.callArgs(op, n, arg, fresh, oldVersion, old)}
 }
 
 // appendArgs appends callArgs's ARGV to args.
@@ -572,7 +574,7 @@ func (e *policyEntry) appendArgs(args []any, op string, n, arg int64, fresh bool
 	if fresh {
 		force = "1"
 	}
-	args = append(args, nil, op, n, arg, e.args[0], e.args[1], e.args[2], force, len(e.args)-3)
+	args = append(args, nil, boxedOp(op), n, arg, e.args[0], e.args[1], e.args[2], force, len(e.args)-3)
 	args = append(args, e.args[3:]...)
 	args = append(args, oldVersion)
 	return append(args, old...)
@@ -608,6 +610,27 @@ func (s *Store) oldLimits(ctx context.Context, name string, version int64) ([]an
 	return old, nil
 }
 
+// boxedOp is op as an any that boxing did not allocate: a constant's.
+func boxedOp(op string) any {
+	switch op {
+	case keyAcquire:
+		return keyAcquire
+	case keyCancel:
+		return keyCancel
+	case keyRelease:
+		return keyRelease
+	case keyStatus:
+		return keyStatus
+	}
+	return op
+}
+
+// runCall makes c alone, now (policy_main), in its command c.cmd where
+// it has one.
+func (s *Store) runCall(ctx context.Context, c keyedCall) (string, error) {
+	return keyedText(s.runFunctionIn(ctx, c.cmd, policyFunction, policyScript, c.keys, c.alone(s.nowArg())))
+}
+
 // runPolicy runs policy.lua (policy_main): as a function of the limiter
 // library where Redis has it, else as a script. It returns the reply's
 // text.
@@ -633,17 +656,31 @@ func keyedText(raw any, err error) (string, error) {
 // refused them lately, or writes must be acknowledged) it runs script,
 // the same code as a script, instead.
 func (s *Store) runFunction(ctx context.Context, function any, script *redis.Script, keys []string, args []any) (any, error) {
+	return s.runFunctionIn(ctx, nil, function, script, keys, args)
+}
+
+// runFunctionIn is runFunction sending, where buf is not nil, buf as the
+// command: args after room for FCALL's head and keys (keyedCall.cmd).
+func (s *Store) runFunctionIn(ctx context.Context, buf []any, function any, script *redis.Script, keys []string, args []any) (any, error) {
 	d, ok := s.scripter.(doer)
 	if off := s.functionsOff.Load(); !ok || off != 0 && time.Now().UnixNano() < off || s.acks > 0 {
 		return s.eval(ctx, script, true, keys, args...)
 	}
 	return within(s, ctx, func(ctx context.Context) (any, error) {
-		cmd := make([]any, 0, 3+len(keys)+len(args))
-		cmd = append(cmd, fcallName, function, len(keys))
-		for _, k := range keys {
-			cmd = append(cmd, k)
+		cmd := buf
+		if len(cmd) == 3+len(keys)+len(args) && len(args) > 0 && &cmd[3+len(keys)] == &args[0] {
+			cmd[0], cmd[1], cmd[2] = fcallName, function, len(keys)
+			for i, k := range keys {
+				cmd[3+i] = k
+			}
+		} else {
+			cmd = make([]any, 0, 3+len(keys)+len(args))
+			cmd = append(cmd, fcallName, function, len(keys))
+			for _, k := range keys {
+				cmd = append(cmd, k)
+			}
+			cmd = append(cmd, args...)
 		}
-		cmd = append(cmd, args...)
 		r, err := d.Do(ctx, cmd...).Result()
 		if err == nil || !functionMissing(err) && !functionsRefused(err) {
 			return r, err

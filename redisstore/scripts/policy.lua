@@ -620,6 +620,29 @@ local function policy_main(keys, argv)
   return cmsgpack.pack(res)
 end
 
+-- policy_fast_plan is what policy_fast takes of a call whose ARGV[2..4]
+-- are argv[a..a + 2] and ARGV[5..] argv[b..]: its limit, permits, maximum
+-- wait and heads; nil when the fast path cannot serve it (policy_serve's
+-- test). A batch makes it once for a run of calls alike ("=").
+local function policy_fast_plan(argv, a, b)
+  if argv[a] ~= 'acquire' or policy_num(argv[b + 4]) ~= 1 then return nil end
+  local n, arg, p = policy_num(argv[a + 1]), policy_num(argv[a + 2]), parsed_config(argv[b + 5])
+  if n and arg and p and (p.impl == fixedImpl or p.impl == bucketImpl or p.impl == leakyImpl or p.impl == counterImpl) and n >= 1 and n <= p.most then
+    return p, n, arg, policy_heads(argv[b], argv[b + 1])
+  end
+  return nil
+end
+
+-- policy_planned serves a call of a batch by its plan (policy_fast_plan),
+-- as policy_serve does: the fast path, else the general one.
+local function policy_planned(keys, k, argv, a, b, start, injected, p, n, arg, heads)
+  local stateKey = keys[k + 1]
+  local raw = redis.call('GET', stateKey)
+  local r = policy_fast(stateKey, raw, start, injected, p, n, arg, heads)
+  if r then return r end
+  return policy_serve(keys, k, argv, a, b, start, injected, raw)
+end
+
 -- policy_batch serves several keyed calls in one run, one after another at
 -- one instant (the store puts concurrent calls together): ARGV[1] now, as
 -- above, then per call the number of its KEYS and of the ARGV it sends
@@ -634,19 +657,34 @@ end
 local function policy_batch(keys, argv)
   local start, injected = run_start(argv)
   local out = {}
+  if not policyPairs then policy_init() end
   local k, i, m, a, b, nk = 0, 2, #argv, nil, nil, nil
+  -- The plan of the calls alike the one before ("="), made at the first
+  -- of them: false when the fast path cannot serve them.
+  local planned, p, n, arg, heads
   while i <= m do
     local step = 1
+    local ok, res
     if argv[i] ~= '=' then
       local na
       nk, na = policy_num(argv[i]), policy_num(argv[i + 1])
       if not nk or not na or na < 4 or i + na > m then return cmsgpack.pack({}) end
       if na > 4 then b = i + 5 elseif not b then return cmsgpack.pack({}) end
-      a, step = i + 2, na + 1
+      a, step, planned = i + 2, na + 1, nil
+      ok, res = pcall(policy_serve, keys, k, argv, a, b, start, injected)
     elseif not a then
       return cmsgpack.pack({})
+    else
+      if planned == nil then
+        planned, p, n, arg, heads = pcall(policy_fast_plan, argv, a, b)
+        planned = planned and p ~= nil
+      end
+      if planned then
+        ok, res = pcall(policy_planned, keys, k, argv, a, b, start, injected, p, n, arg, heads)
+      else
+        ok, res = pcall(policy_serve, keys, k, argv, a, b, start, injected)
+      end
     end
-    local ok, res = pcall(policy_serve, keys, k, argv, a, b, start, injected)
     if not ok then res = {start, -3} end
     out[#out + 1] = res
     k, i = k + nk, i + step

@@ -551,9 +551,11 @@ const keyedArgsMax = 16
 // loneArgs is how many ARGV policy_lone takes.
 const loneArgs = 5
 
-// call is policy.lua's KEYS and ARGV (callArgs) for a call on k under e,
-// and the call's ARGV as policy_lone's when it has that form (else nil),
-// which it is sent in when it goes alone: ARGV[1] (now) left nil in both.
+// call is a call on k under e: policy.lua's KEYS and ARGV (callArgs), the
+// call's ARGV as policy_lone's when it has that form (else nil), which it
+// is sent in when it goes alone, ARGV[1] (now) left nil in both; and,
+// where they fit, both made in the room of the command that sends the
+// call alone (keyedCall.cmd).
 func (e *policyEntry) call(prefix string, k redlimit.PolicyKey, op string, n, arg int64, fresh bool, oldVersion string, old []any) keyedCall {
 	if !e.lists && 7+len(e.args)+len(old) <= keyedArgsMax {
 		b := new(keyedArgs)

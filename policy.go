@@ -43,6 +43,8 @@ type Policy struct {
 	// names are the LimitNames of the limits a Result showed last: every
 	// Result of a policy names the same limits, until they change.
 	names atomic.Pointer[limitNames]
+	// statuses is room for the Limits of Results to come (statusSlab).
+	statuses atomic.Pointer[statusSlab]
 	// obs is WithObserver's; nil: none.
 	obs Observer
 }
@@ -229,7 +231,8 @@ func (k Keyed) Acquire(ctx context.Context, n int64) (Result, error) {
 // as ctx lasts, and a refusal is an error).
 func (k Keyed) acquire(ctx context.Context, n int64, maxWait time.Duration) (Result, error) {
 	p := k.p
-	if err := k.pk().Validate(); err != nil {
+	// NewPolicy checked the name.
+	if err := validateKey(k.key); err != nil {
 		return Result{}, err
 	}
 	if err := validatePermits(n); err != nil {
@@ -260,7 +263,7 @@ func (k Keyed) acquire(ctx context.Context, n int64, maxWait time.Duration) (Res
 		return Result{}, err
 	}
 	p.remember(&d.Policy)
-	r := policyResult(&d, p.limitNames(d.Policy.Limits))
+	r := p.result(&d)
 	if d.Granted {
 		if d.Wait <= 0 {
 			return r, nil
@@ -331,7 +334,7 @@ func (k Keyed) Status(ctx context.Context) (r Result, err error) {
 		return Result{}, err
 	}
 	k.p.remember(&d.Policy)
-	r = policyResult(&d, k.p.limitNames(d.Policy.Limits))
+	r = k.p.result(&d)
 	r.At = time.Time{}
 	return r, nil
 }
@@ -346,17 +349,27 @@ func (k Keyed) AvailablePermits(ctx context.Context) (int64, error) {
 // policyResult turns a store's decision into a Result.
 // limitNames pairs limits with their LimitNames.
 type limitNames struct {
+	// from is the store's slice limits were copied from: a store that
+	// answers with the same slice every time (the memory store) is known
+	// without comparing. A store never writes a slice it answered with:
+	// known keeps it and sends it back with every call (remember).
+	from   []Config
 	limits []Config
 	names  []string
+}
+
+// sameSlice reports whether a and b are the same slice of the same array.
+func sameSlice(a, b []Config) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 // limitNames returns the LimitName of each of limits, made once for the
 // limits a Result shows until they change rather than on every call.
 func (p *Policy) limitNames(limits []Config) []string {
-	if c := p.names.Load(); c != nil && slices.Equal(c.limits, limits) {
+	if c := p.names.Load(); c != nil && (sameSlice(c.from, limits) || slices.Equal(c.limits, limits)) {
 		return c.names
 	}
-	c := &limitNames{limits: slices.Clone(limits), names: make([]string, len(limits))}
+	c := &limitNames{from: limits, limits: slices.Clone(limits), names: make([]string, len(limits))}
 	for i, l := range limits {
 		c.names[i] = LimitName(l)
 	}
@@ -364,9 +377,43 @@ func (p *Policy) limitNames(limits []Config) []string {
 	return c.names
 }
 
-// policyResult is d as a Result; names are the LimitNames of d's limits.
-func policyResult(d *PolicyDecision, names []string) Result {
-	r := Result{Allowed: d.Granted, Limits: make([]LimitStatus, len(d.Limits)), cached: d.Cached}
+// result is d as a Result.
+func (p *Policy) result(d *PolicyDecision) Result {
+	return policyResult(d, p.limitNames(d.Policy.Limits), p.limitStatuses(len(d.Limits)))
+}
+
+// statusSlab is room for the Limits of many Results, handed out in turn:
+// one allocation serves many calls, and a caller that keeps a Result
+// keeps the slab alive, at most len(buf) LimitStatus.
+type statusSlab struct {
+	buf  [32]LimitStatus
+	next atomic.Int64 // LimitStatus handed out (may run past len(buf))
+}
+
+// limitStatuses returns n zero LimitStatus for a Result's Limits.
+func (p *Policy) limitStatuses(n int) []LimitStatus {
+	if n > 4 {
+		return make([]LimitStatus, n)
+	}
+	for {
+		s := p.statuses.Load()
+		if s != nil {
+			if end := s.next.Add(int64(n)); end <= int64(len(s.buf)) {
+				return s.buf[end-int64(n) : end : end]
+			}
+		}
+		fresh := new(statusSlab)
+		fresh.next.Store(int64(n))
+		if p.statuses.CompareAndSwap(s, fresh) {
+			return fresh.buf[:n:n]
+		}
+	}
+}
+
+// policyResult is d as a Result; names are the LimitNames of d's limits,
+// statuses zero room for its Limits.
+func policyResult(d *PolicyDecision, names []string, statuses []LimitStatus) Result {
+	r := Result{Allowed: d.Granted, Limits: statuses, cached: d.Cached}
 	if d.Granted {
 		r.At, r.Waited = d.At, d.Wait
 	} else {

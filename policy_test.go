@@ -182,3 +182,59 @@ func TestPolicyWaitMultiLimit(t *testing.T) {
 		t.Fatalf("status after the refusal: %+v, %v; want the per-second limit untouched", st, err)
 	}
 }
+
+// TestPolicyResultsKeepTheirLimits: every Result owns its Limits, whatever
+// the calls made after it (Results share allocations): a later decision
+// never shows through an earlier Result, and appending to one never
+// writes another's.
+func TestPolicyResultsKeepTheirLimits(t *testing.T) {
+	ctx := context.Background()
+	for _, limits := range [][]redlimit.Config{
+		{redlimit.TokenBucketConfig(100, time.Minute, 100)},
+		{redlimit.TokenBucketConfig(100, time.Minute, 100), redlimit.PerMinute(200)},
+	} {
+		clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+		p, err := redlimit.NewPolicy(memstore.New(memstore.WithTimeSource(clk)), "api", limits, redlimit.WithClock(clk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rs []redlimit.Result
+		for i := range 100 { // several slabs' worth
+			r, err := p.Key("k").TryAcquire(ctx, 1)
+			if err != nil || !r.Allowed {
+				t.Fatalf("call %d: %+v, %v", i, r, err)
+			}
+			rs = append(rs, r)
+		}
+		for i, r := range rs {
+			if len(r.Limits) != len(limits) || cap(r.Limits) != len(limits) {
+				t.Fatalf("call %d: %d limits (cap %d), want %d", i, len(r.Limits), cap(r.Limits), len(limits))
+			}
+			if want := int64(99 - i); r.Limits[0].Remaining != want || r.Remaining != want {
+				t.Fatalf("call %d: %d left (%d on the first limit), want %d", i, r.Remaining, r.Limits[0].Remaining, want)
+			}
+			if r.Limits[0].Name != redlimit.LimitName(limits[0]) {
+				t.Fatalf("call %d: limit named %q", i, r.Limits[0].Name)
+			}
+		}
+		_ = append(rs[0].Limits, redlimit.LimitStatus{Remaining: -1})
+		if got := rs[1].Limits[0].Remaining; got != 98 {
+			t.Fatalf("appending to a Result's Limits changed the next one's: %d left", got)
+		}
+	}
+}
+
+// TestPolicyKeyValidateBounds: a policy's name and key are 1..1024 bytes.
+func TestPolicyKeyValidateBounds(t *testing.T) {
+	long, longer := string(make([]byte, 1024)), string(make([]byte, 1025))
+	for _, k := range []redlimit.PolicyKey{{Policy: "p", Key: "k"}, {Policy: long, Key: long}} {
+		if err := k.Validate(); err != nil {
+			t.Errorf("%d-byte name, %d-byte key: %v", len(k.Policy), len(k.Key), err)
+		}
+	}
+	for _, k := range []redlimit.PolicyKey{{Key: "k"}, {Policy: "p"}, {Policy: longer, Key: "k"}, {Policy: "p", Key: longer}} {
+		if err := k.Validate(); !errors.Is(err, redlimit.ErrInvalidArgument) {
+			t.Errorf("%d-byte name, %d-byte key: %v, want ErrInvalidArgument", len(k.Policy), len(k.Key), err)
+		}
+	}
+}

@@ -81,6 +81,15 @@ type PolicyKey struct {
 
 // Validate checks k as the PolicyStore calls that take one do.
 func (k PolicyKey) Validate() error {
+	if uint(len(k.Policy)-1) < maxNameLen && uint(len(k.Key)-1) < maxKeyLen {
+		// 1..1024 bytes each (an empty one wraps around), small enough
+		// to inline: the check every call makes.
+		return nil
+	}
+	return k.invalid()
+}
+
+func (k PolicyKey) invalid() error {
 	if err := validateName(k.Policy); err != nil {
 		return err
 	}
@@ -89,8 +98,12 @@ func (k PolicyKey) Validate() error {
 
 func validateKey(key string) error {
 	if key != "" && len(key) <= maxKeyLen {
-		return nil
+		return nil // small enough to inline: the check every call makes
 	}
+	return keyError(key)
+}
+
+func keyError(key string) error {
 	if key == "" {
 		return &ArgumentError{Arg: "key", Reason: "must not be empty", Kind: ErrInvalidArgument}
 	}

@@ -65,8 +65,10 @@ type Store struct {
 	real   bool
 	seed   maphash.Seed
 	shards [shardCount]shard
-	// policies: name -> *policy (policy.go).
-	policies sync.Map
+	// policies: name -> *policy (policy.go); lastPolicy is the one
+	// found last, found again without a map lookup.
+	policies   sync.Map
+	lastPolicy atomic.Pointer[policy]
 	// last is the config interned last: limiters restored from the same
 	// known config (per-user limits) share one copy.
 	last atomic.Pointer[conf]

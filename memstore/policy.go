@@ -21,6 +21,7 @@ var _ redlimit.PolicyStore = (*Store)(nil)
 
 // policy is one name's stored policy and its keys' states.
 type policy struct {
+	name string
 	// mu serializes writes of cfg (SetPolicy, DeletePolicy, restores).
 	mu  sync.Mutex
 	cfg atomic.Pointer[pconf]
@@ -66,7 +67,24 @@ type keyShard struct {
 	// a Go map keeps its room when emptied, so a sweep that leaves a
 	// quarter of it makes them anew.
 	peak int
+	// states is room for the Limits of decisions to come, handed out
+	// under mu: one allocation serves many calls.
+	states []redlimit.LimitState
 }
+
+// limitStates returns n zero LimitStates for a decision; ks.mu is held.
+func (ks *keyShard) limitStates(n int) []redlimit.LimitState {
+	if len(ks.states) < n {
+		ks.states = make([]redlimit.LimitState, max(stateSlab, n))
+	}
+	out := ks.states[:n:n]
+	ks.states = ks.states[n:]
+	return out
+}
+
+// stateSlab is how many LimitStates a shard allocates at once: a caller
+// that keeps a decision keeps at most that many alive.
+const stateSlab = 32
 
 // record is a bucket's state (algorithm.Deficit) with its config left out
 // (the shard's cc has it) and no queue of reservations.
@@ -146,15 +164,22 @@ type keyState struct {
 }
 
 // policyOf returns name's policy, creating an empty one when create is set.
+// A name's policy is never replaced (DeletePolicy empties it), so the one
+// found last is remembered and found again by its name alone.
 func (s *Store) policyOf(name string, create bool) *policy {
-	if v, ok := s.policies.Load(name); ok {
-		return v.(*policy)
+	if p := s.lastPolicy.Load(); p != nil && p.name == name {
+		return p
 	}
-	if !create {
-		return nil
+	v, ok := s.policies.Load(name)
+	if !ok {
+		if !create {
+			return nil
+		}
+		v, _ = s.policies.LoadOrStore(name, &policy{name: name})
 	}
-	v, _ := s.policies.LoadOrStore(name, new(policy))
-	return v.(*policy)
+	p := v.(*policy)
+	s.lastPolicy.Store(p)
+	return p
 }
 
 // makePconf interns a normalized policy's limits.
@@ -250,7 +275,7 @@ func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
 	for i := range p.keys {
 		ks := &p.keys[i]
 		ks.mu.Lock()
-		ks.m, ks.c, ks.cc, ks.scratch = nil, nil, nil, nil
+		ks.m, ks.c, ks.cc, ks.scratch, ks.states = nil, nil, nil, nil, nil
 		ks.mu.Unlock()
 	}
 	return had, nil
@@ -481,11 +506,12 @@ func (k *pcall) parts(buf []algorithm.Part) []algorithm.Part {
 	return buf
 }
 
-// decision fills a PolicyDecision's limits from the rules' decisions.
+// decision fills a PolicyDecision's limits from the rules' decisions;
+// k.ks.mu is held.
 func (k *pcall) decision(ds []algorithm.Decision, d *redlimit.PolicyDecision) {
 	d.Policy = k.c.PolicyConfig
 	d.Now = time.UnixMicro(k.now)
-	d.Limits = make([]redlimit.LimitState, len(ds))
+	d.Limits = k.ks.limitStates(len(ds))
 	for i, ad := range ds {
 		u := k.c.limits[i].unit
 		ls := redlimit.LimitState{Remaining: ad.Remaining, Wait: time.Duration(ad.Wait*u) * time.Microsecond}

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"math/rand/v2"
 	"strconv"
@@ -280,5 +281,65 @@ func TestPolicyLayoutChangeKeepsState(t *testing.T) {
 	remaining(6)
 	if r, err := p.Key("k").TryAcquire(ctx, 1); err != nil || !r.Allowed || r.Remaining != 5 {
 		t.Fatalf("back on one bucket: %+v, %v; want 5 left", r, err)
+	}
+}
+
+// TestPolicyKeyedCallsKeepApart: calls alternating between two policies
+// (the store remembers the one found last) and between keys each count
+// on their own, and every decision keeps its own Limits, whatever the
+// calls made after it.
+func TestPolicyKeyedCallsKeepApart(t *testing.T) {
+	ctx := context.Background()
+	s := New(WithTimeSource(clock.NewFake(t0)))
+	a := []redlimit.Config{redlimit.TokenBucketConfig(100, time.Minute, 100)}
+	b := []redlimit.Config{redlimit.TokenBucketConfig(50, time.Minute, 50), redlimit.PerMinute(60)}
+	var known [2]redlimit.PolicyConfig
+	for i, limits := range [][]redlimit.Config{a, b} {
+		stored, _, err := s.SetPolicy(ctx, "p"+strconv.Itoa(i), redlimit.PolicyConfig{Limits: limits}, redlimit.SetKeepState)
+		if err != nil {
+			t.Fatal(err)
+		}
+		known[i] = stored
+	}
+	var ds []redlimit.PolicyDecision
+	for i := range 40 {
+		for j := range known {
+			for _, key := range []string{"x", "y"} {
+				d, err := s.AcquireKey(ctx, redlimit.PolicyKey{Policy: "p" + strconv.Itoa(j), Key: key}, known[j], 1, 0)
+				if err != nil || !d.Granted {
+					t.Fatalf("call %d on p%d/%s: %+v, %v", i, j, key, d, err)
+				}
+				ds = append(ds, d)
+			}
+		}
+	}
+	for n, d := range ds {
+		i, j := n/4, n/2%2
+		if len(d.Limits) != len(known[j].Limits) || cap(d.Limits) != len(d.Limits) {
+			t.Fatalf("decision %d: %d limits (cap %d), want %d", n, len(d.Limits), cap(d.Limits), len(known[j].Limits))
+		}
+		want := int64(99 - i)
+		if j == 1 {
+			want = int64(49 - i)
+		}
+		if d.Limits[0].Remaining != want || !d.Policy.SameLimits(known[j]) {
+			t.Fatalf("decision %d (p%d): %d left under %v, want %d under %v", n, j, d.Limits[0].Remaining, d.Policy.Limits, want, known[j].Limits)
+		}
+	}
+	// A policy deleted and stored again is the same name's, found anew.
+	if ok, err := s.DeletePolicy(ctx, "p0"); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if _, err := s.AcquireKey(ctx, redlimit.PolicyKey{Policy: "p0", Key: "x"}, redlimit.PolicyConfig{}, 1, 0); !errors.Is(err, redlimit.ErrNotInitialized) {
+		t.Fatalf("a deleted policy: %v, want ErrNotInitialized", err)
+	}
+	if d, err := s.AcquireKey(ctx, redlimit.PolicyKey{Policy: "p0", Key: "x"}, redlimit.PolicyConfig{Limits: a}, 1, 0); err != nil || d.Limits[0].Remaining != 99 {
+		t.Fatalf("a policy restored after its deletion: %+v, %v; want 99 left", d, err)
+	}
+	if _, err := s.AcquireKey(ctx, redlimit.PolicyKey{Policy: "p0", Key: ""}, known[0], 1, 0); !errors.Is(err, redlimit.ErrInvalidArgument) {
+		t.Fatalf("an empty key: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := s.AcquireKey(ctx, redlimit.PolicyKey{Policy: "", Key: "x"}, known[0], 1, 0); !errors.Is(err, redlimit.ErrInvalidArgument) {
+		t.Fatalf("an empty policy name: %v, want ErrInvalidArgument", err)
 	}
 }

@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"hash/maphash"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,7 +52,7 @@ type pconf struct {
 type keyShard struct {
 	mu sync.Mutex
 	m  map[string]*keyState
-	c  map[string]record
+	c  records
 	// cc is the policy c's records are counted under; scratch is a state
 	// of its algorithm that a call on a record works on, so that the call
 	// allocates nothing.
@@ -132,20 +131,20 @@ func (ks *keyShard) adopt(c *pconf) {
 	if ks.cc == c {
 		return
 	}
-	if old := ks.cc; old != nil && len(ks.c) > 0 {
+	if old := ks.cc; old != nil && ks.c.len() > 0 {
 		if old.Epoch == c.Epoch {
 			lim := old.lim(0)
 			if ks.m == nil {
 				ks.m = make(map[string]*keyState)
 			}
-			for k, r := range ks.c {
+			for _, i := range ks.c.idx {
 				st := old.limits[0].spec.New()
-				r.decode(deficitOf(st), lim)
-				ks.m[k] = &keyState{epoch: old.Epoch, version: old.Version, states: []algorithm.State{st}}
+				ks.c.recs[i].decode(deficitOf(st), lim)
+				ks.m[ks.c.key(i)] = &keyState{epoch: old.Epoch, version: old.Version, states: []algorithm.State{st}}
 			}
 		}
-		clear(ks.c)
 	}
+	ks.c = records{}
 	if !c.compact {
 		ks.cc, ks.scratch = nil, nil
 		return
@@ -275,7 +274,7 @@ func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
 	for i := range p.keys {
 		ks := &p.keys[i]
 		ks.mu.Lock()
-		ks.m, ks.c, ks.cc, ks.scratch, ks.states = nil, nil, nil, nil, nil
+		ks.m, ks.c, ks.cc, ks.scratch, ks.states = nil, records{}, nil, nil, nil
 		ks.mu.Unlock()
 	}
 	return had, nil
@@ -285,20 +284,21 @@ func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
 type pcall struct {
 	c  *pconf
 	ks *keyShard
-	// st is the key's whole state; or, when rec is set, the key's state
-	// is its record, decoded in ks.scratch.
+	// st is the key's whole state; or, when rec is an index (not -1),
+	// the key's state is its record ks.c.recs[rec], decoded in ks.scratch.
 	st  *keyState
-	rec bool
+	rec int32
 	key string
-	now int64 // µs
+	h   uint64 // the key's hash (keyHash)
+	now int64  // µs
 }
 
 // has reports whether the key has a state.
-func (k *pcall) has() bool { return k.st != nil || k.rec }
+func (k *pcall) has() bool { return k.st != nil || k.rec >= 0 }
 
 // state returns the key's state on limit i.
 func (k *pcall) state(i int) algorithm.State {
-	if k.rec {
+	if k.rec >= 0 {
 		return k.ks.scratch
 	}
 	return k.st.states[i]
@@ -315,20 +315,21 @@ func (k *pcall) done() {
 	st := k.state(0)
 	r, ok := encode(deficitOf(st), k.c.lim(0))
 	switch {
-	case ok && k.rec:
-		ks.c[k.key] = r
-	case ok: // a whole state back to a record
-		delete(ks.m, k.key)
-		if ks.c == nil {
-			ks.c = make(map[string]record)
+	case ok && k.rec >= 0:
+		ks.c.recs[k.rec].record = r
+	case ok: // a whole state back to a record, if its hash is free
+		if _, taken := ks.c.find(k.h, k.key); !taken && ks.c.fits(len(k.key)) {
+			delete(ks.m, k.key)
+			ks.c.add(k.h, k.key, r)
 		}
-		ks.c[k.key] = r
-	case k.rec: // a record that became more: a whole state
-		delete(ks.c, k.key)
+	case k.rec >= 0: // a record that became more: a whole state
+		ks.c.remove(k.h, k.rec)
 		if ks.m == nil {
 			ks.m = make(map[string]*keyState)
 		}
-		ks.m[k.key] = &keyState{epoch: k.c.Epoch, version: k.c.Version, states: []algorithm.State{st.Clone()}}
+		// The map keeps the key: a copy, not a part of a caller's
+		// larger buffer.
+		ks.m[strings.Clone(k.key)] = &keyState{epoch: k.c.Epoch, version: k.c.Version, states: []algorithm.State{st.Clone()}}
 	}
 }
 
@@ -372,27 +373,33 @@ func (s *Store) beginKey(ctx context.Context, k redlimit.PolicyKey, known *redli
 		}
 		p.mu.Unlock()
 	}
-	ks := &p.keys[maphash.String(s.seed, k.Key)&(keyShards-1)]
+	// One hash of the key picks its shard and finds its record.
+	h := s.keyHash(k.Key)
+	ks := &p.keys[h&(keyShards-1)]
 	now := s.nowUS()
 	ks.mu.Lock()
 	ks.adopt(c)
-	call := pcall{c: c, ks: ks, key: k.Key, now: now}
+	call := pcall{c: c, ks: ks, key: k.Key, h: h, now: now, rec: -1}
 	if call.st = ks.m[k.Key]; call.st == nil && c.compact {
-		r, ok := ks.c[k.Key]
-		if ok || create {
-			if !ok {
-				ks.maybeSweep(c, now)
-				if ks.c == nil {
-					ks.c = make(map[string]record)
-				}
-				// The map keeps the key: a copy, not a part of a
-				// caller's larger buffer.
-				call.key = strings.Clone(k.Key)
+		i, taken := ks.c.find(h, k.Key)
+		if i < 0 && create && !taken {
+			ks.maybeSweep(c, now)
+			// A sweep may have moved the records, but freed no hash
+			// of a record held.
+			if ks.c.fits(len(k.Key)) {
+				i = ks.c.add(h, k.Key, record{})
 			}
-			r.decode(deficitOf(ks.scratch), c.lim(0))
-			call.rec = true
 		}
-		return call, nil
+		if i >= 0 {
+			ks.c.recs[i].decode(deficitOf(ks.scratch), c.lim(0))
+			call.rec = i
+			return call, nil
+		}
+		if !taken && !create {
+			return call, nil
+		}
+		// A key whose hash another's record holds (or whose bytes do
+		// not fit) keeps a whole state.
 	}
 	if call.st == nil && create {
 		ks.maybeSweep(c, now)
@@ -412,7 +419,7 @@ func (s *Store) beginKey(ctx context.Context, k redlimit.PolicyKey, known *redli
 // maybeSweep sweeps the shard before an insert, if it doubled since the
 // last sweep or was not swept for sweepEvery. ks.mu is held.
 func (ks *keyShard) maybeSweep(c *pconf, now int64) {
-	if len(ks.m)+len(ks.c) >= max(ks.next, minSweepSize) || now-ks.swept >= sweepEvery.Microseconds() {
+	if len(ks.m)+ks.c.len() >= max(ks.next, minSweepSize) || now-ks.swept >= sweepEvery.Microseconds() {
 		ks.sweep(c, now)
 	}
 }
@@ -463,25 +470,28 @@ func (st *keyState) forgotten(c *pconf, now int64) bool {
 
 // sweep drops the forgotten keys; ks.mu is held.
 func (ks *keyShard) sweep(c *pconf, now int64) {
-	ks.peak = max(ks.peak, len(ks.m)+len(ks.c))
+	ks.peak = max(ks.peak, len(ks.m)+ks.c.len())
 	for k, st := range ks.m {
 		if st.forgotten(c, now) {
 			delete(ks.m, k)
 		}
 	}
-	if cc := ks.cc; cc != nil && len(ks.c) > 0 {
+	if cc := ks.cc; cc != nil && ks.c.len() > 0 {
 		lim := cc.lim(0)
 		t := now / cc.limits[0].unit
 		var d algorithm.Deficit
-		for k, r := range ks.c {
-			if r.decode(&d, lim); d.Forgotten(t, lim) {
-				delete(ks.c, k)
+		for h, i := range ks.c.idx {
+			if ks.c.recs[i].decode(&d, lim); d.Forgotten(t, lim) {
+				ks.c.remove(h, i)
 			}
 		}
 	}
-	n := len(ks.m) + len(ks.c)
+	n := len(ks.m) + ks.c.len()
 	if ks.peak >= 4*minSweepSize && n <= ks.peak/4 {
-		ks.m, ks.c, ks.peak = remake(ks.m), remake(ks.c), n
+		ks.m, ks.peak = remake(ks.m), n
+		ks.c.compact()
+	} else if ks.c.waste > len(ks.c.keys)/2 {
+		ks.c.compact()
 	}
 	ks.next, ks.swept = 2*n, now
 }
@@ -648,7 +658,7 @@ func (s *Store) PolicyKeys(name string) int {
 	for i := range p.keys {
 		ks := &p.keys[i]
 		ks.mu.Lock()
-		n += len(ks.m) + len(ks.c)
+		n += len(ks.m) + ks.c.len()
 		ks.mu.Unlock()
 	}
 	return n

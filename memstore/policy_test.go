@@ -343,3 +343,77 @@ func TestPolicyKeyedCallsKeepApart(t *testing.T) {
 		t.Fatalf("an empty policy name: %v, want ErrInvalidArgument", err)
 	}
 }
+
+// TestPolicyRecordsAsLimiter: many keys of a one-bucket policy answer
+// call for call as a PerClient limiter's clients of the same limit, on a
+// random trace of grants, reservations, releases, status reads, config
+// changes, then idle time (evictions, records compacted); and so they do
+// when keys' hashes collide (hashMask narrowed), the keys whose hash
+// another's record holds keeping whole states.
+func TestPolicyRecordsAsLimiter(t *testing.T) {
+	ctx := context.Background()
+	for name, mask := range map[string]uint64{"hashes apart": ^uint64(0), "hashes colliding": 4*keyShards - 1} {
+		t.Run(name, func(t *testing.T) {
+			defer func(m uint64) { hashMask = m }(hashMask)
+			hashMask = mask
+			rng := rand.New(rand.NewPCG(15, 5))
+			clk := clock.NewFake(t0)
+			s := New(WithTimeSource(clk))
+			cfg := redlimit.TokenBucketConfig(3, time.Second, 5)
+			set := func(how redlimit.SetMode) (redlimit.Config, redlimit.PolicyConfig) {
+				c, _, err := s.SetConfig(ctx, "ref", cfg.WithMode(redlimit.PerClient), how)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pc, _, err := s.SetPolicy(ctx, "p", redlimit.PolicyConfig{Limits: []redlimit.Config{cfg}}, how)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return c, pc
+			}
+			known, pknown := set(redlimit.SetResetState)
+			keys := make([]string, 600)
+			for i := range keys {
+				keys[i] = "k-" + strconv.Itoa(i)
+			}
+			for step := range 20_000 {
+				key := keys[rng.IntN(len(keys))]
+				lk, pk := redlimit.Key{Name: "ref", Client: key}, redlimit.PolicyKey{Policy: "p", Key: key}
+				switch op := rng.IntN(100); {
+				case op < 60:
+					wait := time.Duration(0)
+					if rng.IntN(4) == 0 {
+						wait = time.Duration(rng.IntN(3)) * time.Second
+					}
+					want, err1 := s.Acquire(ctx, lk, known, 1, wait)
+					got, err2 := s.AcquireKey(ctx, pk, pknown, 1, wait)
+					if err1 != nil || err2 != nil || got.Granted != want.Granted || got.Wait != want.Wait || got.Limits[0].Remaining != want.Remaining || !got.At.Equal(want.At) {
+						t.Fatalf("step %d, %s: Acquire(1, %v): key %+v, %v; limiter %+v, %v", step, key, wait, got, err2, want, err1)
+					}
+				case op < 70:
+					want, err1 := s.Release(ctx, lk, known, 1, time.Time{})
+					got, err2 := s.ReleaseKey(ctx, pk, pknown, 1)
+					if err1 != nil || err2 != nil || got != want {
+						t.Fatalf("step %d, %s: Release: key %d, %v; limiter %d, %v", step, key, got, err2, want, err1)
+					}
+				case op < 85:
+					want, _, err1 := s.Available(ctx, lk, known)
+					got, err2 := s.StatusKey(ctx, pk, pknown)
+					if err1 != nil || err2 != nil || got.Limits[0].Remaining != want {
+						t.Fatalf("step %d, %s: Available: key %+v, %v; limiter %d, %v", step, key, got, err2, want, err1)
+					}
+				case op < 86 && clk.Now().Before(t0.Add(sweepEvery)):
+					// Changed only before any sweep: a state swept
+					// (whole) and one kept differ under a new config.
+					cfg = redlimit.TokenBucketConfig(1+rng.Int64N(4), time.Second, 2+rng.Int64N(6))
+					known, pknown = set(redlimit.SetKeepState)
+				default:
+					clk.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
+				}
+			}
+			if n := s.PolicyKeys("p"); n > len(keys) {
+				t.Fatalf("%d keys held, more than the %d used", n, len(keys))
+			}
+		})
+	}
+}

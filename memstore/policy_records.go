@@ -1,0 +1,111 @@
+package memstore
+
+import (
+	"hash/maphash"
+	"math"
+)
+
+// hashMask is applied to keys' hashes; a test narrows it (keeping the
+// bits that pick a shard) to make keys' hashes collide.
+var hashMask = ^uint64(0)
+
+// keyHash is key's hash: its low bits pick its shard, the whole finds its
+// record there.
+func (s *Store) keyHash(key string) uint64 { return maphash.String(s.seed, key) & hashMask }
+
+// records are a shard's compact records (keyShard.c), kept where the
+// garbage collector has nothing to scan: no pointer per key. The keys'
+// bytes are back to back in one array, the records in another, and a map
+// from each key's hash finds its record; a key whose hash another key's
+// record holds already keeps a whole state instead (keyShard.m).
+type records struct {
+	// idx: key hash (keyHash) -> index in recs.
+	idx  map[uint64]int32
+	recs []slot
+	// free lists the indexes of recs no record uses.
+	free []int32
+	keys []byte
+	// waste counts the bytes of keys no record uses.
+	waste int
+}
+
+// slot is a record and where its key's bytes are.
+type slot struct {
+	record
+	off, n uint32 // keys[off : off+n]
+}
+
+// len is the number of records.
+func (rs *records) len() int { return len(rs.idx) }
+
+// find returns the index of key's record (h its hash), or -1; taken
+// reports whether another key's record holds h.
+func (rs *records) find(h uint64, key string) (i int32, taken bool) {
+	i, ok := rs.idx[h]
+	if !ok {
+		return -1, false
+	}
+	if s := &rs.recs[i]; string(rs.keys[s.off:s.off+s.n]) != key {
+		return -1, true
+	}
+	return i, false
+}
+
+// fits reports whether a key of n bytes fits in keys.
+func (rs *records) fits(n int) bool { return len(rs.keys)+n <= math.MaxUint32 }
+
+// add keeps r as key's record (h its hash, held by no record; the key
+// fits) and returns its index.
+func (rs *records) add(h uint64, key string, r record) int32 {
+	if rs.idx == nil {
+		rs.idx = make(map[uint64]int32)
+	}
+	s := slot{record: r, off: uint32(len(rs.keys)), n: uint32(len(key))}
+	rs.keys = append(rs.keys, key...)
+	var i int32
+	if n := len(rs.free); n > 0 {
+		i, rs.free = rs.free[n-1], rs.free[:n-1]
+		rs.recs[i] = s
+	} else {
+		i = int32(len(rs.recs))
+		rs.recs = append(rs.recs, s)
+	}
+	rs.idx[h] = i
+	return i
+}
+
+// remove drops record i, whose key's hash is h.
+func (rs *records) remove(h uint64, i int32) {
+	delete(rs.idx, h)
+	rs.waste += int(rs.recs[i].n)
+	rs.recs[i] = slot{}
+	rs.free = append(rs.free, i)
+}
+
+// key returns record i's key (a copy).
+func (rs *records) key(i int32) string {
+	s := &rs.recs[i]
+	return string(rs.keys[s.off : s.off+s.n])
+}
+
+// compact makes the arrays and the map anew, of the records held: a Go
+// map keeps its room when emptied, and removed records leave their keys'
+// bytes behind.
+func (rs *records) compact() {
+	if len(rs.idx) == 0 {
+		*rs = records{}
+		return
+	}
+	idx := make(map[uint64]int32, len(rs.idx))
+	recs := make([]slot, 0, len(rs.idx))
+	keys := make([]byte, 0, len(rs.keys)-rs.waste)
+	for h, i := range rs.idx {
+		s := rs.recs[i]
+		k := rs.keys[s.off : s.off+s.n]
+		s.off = uint32(len(keys))
+		keys = append(keys, k...)
+		idx[h] = int32(len(recs))
+		recs = append(recs, s)
+	}
+	*rs = records{idx: idx, recs: recs, keys: keys}
+}

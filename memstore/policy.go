@@ -543,6 +543,9 @@ func (s *Store) AcquireKey(ctx context.Context, k redlimit.PolicyKey, known redl
 	if err != nil {
 		return redlimit.PolicyDecision{}, err
 	}
+	if len(call.c.limits) == 1 {
+		return call.acquireOne(n, maxWait)
+	}
 	defer call.done()
 	if n > call.c.most {
 		for _, lc := range call.c.limits {
@@ -563,6 +566,39 @@ func (s *Store) AcquireKey(ctx context.Context, k redlimit.PolicyKey, known redl
 	call.decision(ds, &d)
 	if ad.Granted {
 		d.At = d.Now.Add(d.Wait)
+	}
+	return d, nil
+}
+
+// acquireOne is AcquireKey on a policy of one limit (the common case,
+// whose keys are kept as records): the same rules (algorithm.AcquireAll
+// of one part), with less to carry, and the shard unlocked before the
+// decision is made up.
+func (k *pcall) acquireOne(n int64, maxWait time.Duration) (redlimit.PolicyDecision, error) {
+	lc := k.c.limits[0]
+	if n > lc.max {
+		k.done()
+		return redlimit.PolicyDecision{}, lc.Config.ValidatePermits(n)
+	}
+	parts := [1]algorithm.Part{{Spec: lc.spec, State: k.state(0), Limit: k.c.lim(0)}}
+	var ds [1]algorithm.Decision
+	ad := algorithm.AcquireAll(parts[:], k.now, n, waitUS(maxWait), ds[:])
+	u := lc.unit
+	exp := parts[0].State.ExpiresAt() * u
+	limits := k.ks.limitStates(1)
+	k.done()
+	now := k.now
+	d := redlimit.PolicyDecision{Granted: ad.Granted, Full: ad.Full, Refused: ad.Refused, Wait: time.Duration(ad.Wait) * time.Microsecond,
+		Now: time.UnixMicro(now), Limits: limits, Policy: k.c.PolicyConfig}
+	limits[0] = redlimit.LimitState{Remaining: ds[0].Remaining, Wait: time.Duration(ds[0].Wait*u) * time.Microsecond}
+	if exp > now {
+		limits[0].ResetAfter = time.Duration(exp-now) * time.Microsecond
+	}
+	if ad.Granted {
+		d.At = d.Now
+		if ad.Wait != 0 {
+			d.At = d.Now.Add(d.Wait)
+		}
 	}
 	return d, nil
 }

@@ -382,11 +382,11 @@ func (p *Policy) result(d *PolicyDecision) Result {
 	return policyResult(d, p.limitNames(d.Policy.Limits), p.limitStatuses(len(d.Limits)))
 }
 
-// statusSlab is room for the Limits of many Results, handed out in turn:
-// one allocation serves many calls, and a caller that keeps a Result
-// keeps the slab alive, at most len(buf) LimitStatus.
+// statusSlab is room for the Limits of several Results, handed out in
+// turn: one allocation serves several calls. A caller that keeps a Result
+// keeps its slab alive, so the slab is small: 8 LimitStatus, under 1 KiB.
 type statusSlab struct {
-	buf  [32]LimitStatus
+	buf  [8]LimitStatus
 	next atomic.Int64 // LimitStatus handed out (may run past len(buf))
 }
 

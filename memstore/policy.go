@@ -83,7 +83,7 @@ func (ks *keyShard) limitStates(n int) []redlimit.LimitState {
 
 // stateSlab is how many LimitStates a shard allocates at once: a caller
 // that keeps a decision keeps at most that many alive.
-const stateSlab = 32
+const stateSlab = 16
 
 // record is a bucket's state (algorithm.Deficit) with its config left out
 // (the shard's cc has it) and no queue of reservations.

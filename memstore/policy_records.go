@@ -51,8 +51,11 @@ func (rs *records) find(h uint64, key string) (i int32, taken bool) {
 	return i, false
 }
 
-// fits reports whether a key of n bytes fits in keys.
-func (rs *records) fits(n int) bool { return len(rs.keys)+n <= math.MaxUint32 }
+// fits reports whether a record of a key of n bytes fits: its key's
+// bytes within keys' 32-bit offsets, its index an int32.
+func (rs *records) fits(n int) bool {
+	return uint64(len(rs.keys))+uint64(n) <= math.MaxUint32 && len(rs.recs) < math.MaxInt32
+}
 
 // add keeps r as key's record (h its hash, held by no record; the key
 // fits) and returns its index.

@@ -489,7 +489,7 @@ func (ks *keyShard) sweep(c *pconf, now int64) {
 	n := len(ks.m) + ks.c.len()
 	if ks.peak >= 4*minSweepSize && n <= ks.peak/4 {
 		ks.m, ks.peak = remake(ks.m), n
-		ks.c.compact()
+		ks.c.shrink()
 	} else if ks.c.waste > len(ks.c.keys)/2 {
 		ks.c.compact()
 	}

@@ -91,10 +91,27 @@ func (rs *records) key(i int32) string {
 	return string(rs.keys[s.off : s.off+s.n])
 }
 
-// compact makes the arrays and the map anew, of the records held: a Go
-// map keeps its room when emptied, and removed records leave their keys'
-// bytes behind.
+// compact drops the bytes of removed records' keys: a fresh array of
+// the held records' keys, as large as the old one (the shard is still
+// that busy), or the old one emptied when no record is held.
 func (rs *records) compact() {
+	if len(rs.idx) == 0 {
+		rs.recs, rs.free, rs.keys, rs.waste = rs.recs[:0], rs.free[:0], rs.keys[:0], 0
+		return
+	}
+	keys := make([]byte, 0, cap(rs.keys))
+	for _, i := range rs.idx {
+		s := &rs.recs[i]
+		k := rs.keys[s.off : s.off+s.n]
+		s.off = uint32(len(keys))
+		keys = append(keys, k...)
+	}
+	rs.keys, rs.waste = keys, 0
+}
+
+// shrink makes the arrays and the map anew, of the records held: a Go map
+// keeps its room when emptied, and removed records leave their slots.
+func (rs *records) shrink() {
 	if len(rs.idx) == 0 {
 		*rs = records{}
 		return

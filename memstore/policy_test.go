@@ -417,3 +417,50 @@ func TestPolicyRecordsAsLimiter(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyRecordsShrink: once most of a busy policy's keys are idle and
+// swept, the shards' records are made anew, smaller, and the keys still
+// held keep their state.
+func TestPolicyRecordsShrink(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	s := New(WithTimeSource(clk))
+	p, err := redlimit.NewPolicy(s, "users", []redlimit.Config{redlimit.TokenBucketConfig(1, 20*time.Second, 10)}, redlimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	take := func(n int64, keys ...string) {
+		t.Helper()
+		for _, k := range keys {
+			if r, err := p.Key(k).TryAcquire(ctx, n); err != nil || !r.Allowed {
+				t.Fatalf("key %q: %+v, %v", k, r, err)
+			}
+		}
+	}
+	const many = 8 * 4 * minSweepSize * keyShards // more than 4*minSweepSize a shard
+	for i := range many {
+		take(1, "u-"+strconv.Itoa(i))
+	}
+	clk.Advance(15 * time.Second)
+	kept := s.probes("kept")
+	take(5, kept...)
+	clk.Advance(sweepEvery) // the first keys whole again, each shard due a sweep
+	take(1, s.probes("sweep")...)
+	if got, want := s.PolicyKeys("users"), 2*keyShards; got != want {
+		t.Fatalf("%d keys held, want %d", got, want)
+	}
+	pol := s.policyOf("users", false)
+	for i := range pol.keys {
+		if c := &pol.keys[i].c; c.waste != 0 || len(c.recs) != c.len() || len(c.free) != 0 {
+			t.Fatalf("shard %d: %d records in %d slots (%d free), %d key bytes wasted; want them made anew", i, c.len(), len(c.recs), len(c.free), c.waste)
+		}
+	}
+	for _, k := range kept {
+		if r, err := p.Key(k).Status(ctx); err != nil || r.Remaining != 5 {
+			t.Fatalf("kept key %q: %+v, %v; want 5 left", k, r, err)
+		}
+	}
+	if r, err := p.Key("u-1").Status(ctx); err != nil || r.Remaining != 10 {
+		t.Fatalf("an evicted key: %+v, %v; want 10 left", r, err)
+	}
+}

@@ -349,27 +349,33 @@ func (k Keyed) AvailablePermits(ctx context.Context) (int64, error) {
 // policyResult turns a store's decision into a Result.
 // limitNames pairs limits with their LimitNames.
 type limitNames struct {
-	// from is the store's slice limits were copied from: a store that
-	// answers with the same slice every time (the memory store) is known
-	// without comparing. A store never writes a slice it answered with:
-	// known keeps it and sends it back with every call (remember).
-	from   []Config
+	// from is the first element of a store's slice found equal to
+	// limits: a store that answers with the same slice every time (the
+	// memory store) is known without comparing. A store never writes a
+	// slice it answered with: known keeps it and sends it back with every
+	// call (remember).
+	from   atomic.Pointer[Config]
 	limits []Config
 	names  []string
-}
-
-// sameSlice reports whether a and b are the same slice of the same array.
-func sameSlice(a, b []Config) bool {
-	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 // limitNames returns the LimitName of each of limits, made once for the
 // limits a Result shows until they change rather than on every call.
 func (p *Policy) limitNames(limits []Config) []string {
-	if c := p.names.Load(); c != nil && (sameSlice(c.from, limits) || slices.Equal(c.limits, limits)) {
+	c := p.names.Load()
+	if c != nil && len(limits) > 0 && len(limits) == len(c.limits) && c.from.Load() == &limits[0] {
 		return c.names
 	}
-	c := &limitNames{from: limits, limits: slices.Clone(limits), names: make([]string, len(limits))}
+	if c != nil && slices.Equal(c.limits, limits) {
+		if len(limits) > 0 {
+			c.from.Store(&limits[0])
+		}
+		return c.names
+	}
+	c = &limitNames{limits: slices.Clone(limits), names: make([]string, len(limits))}
+	if len(limits) > 0 {
+		c.from.Store(&limits[0])
+	}
 	for i, l := range limits {
 		c.names[i] = LimitName(l)
 	}

@@ -238,3 +238,52 @@ func TestPolicyKeyValidateBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyResultNamesFollowLimits: a Result names the limits it was
+// decided under, through changes of them made by another client of the
+// store (the same limits stored again, other limits, deleted and
+// restored).
+func TestPolicyResultNamesFollowLimits(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	one, two := []redlimit.Config{redlimit.PerMinute(100)}, []redlimit.Config{redlimit.PerSecond(50), redlimit.PerMinute(200)}
+	p, err := redlimit.NewPolicy(store, "p", one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := redlimit.NewPolicy(store, "p", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(step string, want []redlimit.Config) {
+		t.Helper()
+		for range 3 {
+			r, err := p.Key("k").TryAcquire(ctx, 1)
+			if err != nil || len(r.Limits) != len(want) {
+				t.Fatalf("%s: %+v, %v", step, r, err)
+			}
+			for i, l := range r.Limits {
+				if l.Name != redlimit.LimitName(want[i]) {
+					t.Fatalf("%s: limit %d named %q, want %q", step, i, l.Name, redlimit.LimitName(want[i]))
+				}
+			}
+		}
+	}
+	check("first", one)
+	steps := []struct {
+		name string
+		do   func() error
+		want []redlimit.Config
+	}{
+		{"the same limits stored again", func() error { return other.SetLimits(ctx, one) }, one},
+		{"other limits", func() error { return other.SetLimits(ctx, two) }, two},
+		{"the first ones again", func() error { return other.SetLimits(ctx, one) }, one},
+		{"deleted, restored from the caller's", func() error { _, err := other.Delete(ctx); return err }, one},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		check(s.name, s.want)
+	}
+}

@@ -33,6 +33,9 @@ type policy struct {
 type pconf struct {
 	redlimit.PolicyConfig
 	limits []*conf
+	// lims are the limits' Limits, each with the instant the policy
+	// took effect (Since) in its unit.
+	lims []algorithm.Limit
 	// since is PolicyConfig.Since in µs (0: unknown).
 	since int64
 	most  int64
@@ -193,6 +196,11 @@ func (s *Store) makePconf(pc redlimit.PolicyConfig) (*pconf, error) {
 			return nil, err
 		}
 		p.limits[i] = ic
+	}
+	p.lims = make([]algorithm.Limit, len(p.limits))
+	for i, lc := range p.limits {
+		p.lims[i] = lc.lim
+		p.lims[i].Since = p.since / lc.unit
 	}
 	p.most = pc.MaxPermits()
 	p.compact = len(p.limits) == 1 && deficitOf(p.limits[0].spec.New()) != nil
@@ -444,12 +452,7 @@ func (st *keyState) bring(c *pconf) {
 }
 
 // lim is limit i's Limit, with the instant the policy took effect.
-func (c *pconf) lim(i int) algorithm.Limit {
-	lc := c.limits[i]
-	l := lc.lim
-	l.Since = c.since / lc.unit
-	return l
-}
+func (c *pconf) lim(i int) algorithm.Limit { return c.lims[i] }
 
 // forgotten reports whether every limit of st holds nothing at now (µs).
 func (st *keyState) forgotten(c *pconf, now int64) bool {

@@ -80,7 +80,7 @@ func (s *Store) abandoned() int64 {
 	if s.batch != nil {
 		n += s.batch.Abandoned()
 	}
-	return n
+	return n + s.keyedAbandoned()
 }
 
 // guarded runs f in r.ctx, returning at the end of r.watch, the caller's

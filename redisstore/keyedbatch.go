@@ -71,6 +71,7 @@ func (s *Store) newKeyBatcher() *keyBatcher {
 			op := c.args[1]
 			return op == keyCancel || op == keyRelease
 		},
+		HandBack: s.handBackKeyed,
 		MaxCalls: maxBatch, MaxWorks: 1,
 		Deadlines: s.bounded,
 	}
@@ -262,8 +263,7 @@ func (s *Store) runKeyed(ctx context.Context, works []*keyWork) {
 		works[0].Results[0], works[0].Err = r, err
 		return
 	}
-	keys, args := batchArgs(works, size, s.nowArg())
-	raw, err := s.runPolicyBatch(ctx, keys, args)
+	raw, err := s.runPolicyBatch(ctx, works, size)
 	if err != nil && len(works) > 1 && crossSlot(err) {
 		// A clustered Redis behind one endpoint refuses keys of several
 		// slots in one run: from now on each key's calls go alone.
@@ -442,8 +442,7 @@ func (s *Store) runKeyedAlone(ctx context.Context, w *keyWork) {
 		w.Results[0], w.Err = s.runCall(ctx, c)
 		return
 	}
-	keys, args := batchArgs([]*keyWork{w}, len(w.Calls), s.nowArg())
-	raw, err := s.runPolicyBatch(ctx, keys, args)
+	raw, err := s.runPolicyBatch(ctx, []*keyWork{w}, len(w.Calls))
 	setKeyedResults([]*keyWork{w}, len(w.Calls), raw, err)
 }
 
@@ -461,10 +460,17 @@ func notRun(err error) bool {
 		functionMissing(err) || functionsRefused(err) || redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
-// runPolicyBatch runs policy_batch: as a function of the limiter library
-// where Redis has it, else as a script.
-func (s *Store) runPolicyBatch(ctx context.Context, keys []string, args []any) (any, error) {
-	return s.runFunction(ctx, policyBatchFunction, policyBatchScript, keys, args)
+// runPolicyBatch runs policy_batch on the size calls of works: as a
+// function of the limiter library where Redis has it, else as a script.
+// If the run's context ends first, the store sees the reply through and
+// hands back what it granted (abandonKeyed).
+func (s *Store) runPolicyBatch(ctx context.Context, works []*keyWork, size int) (any, error) {
+	keys, args := batchArgs(works, size, s.nowArg())
+	var abandon func() func(any, error)
+	if s.mustGuard(ctx) {
+		abandon = func() func(any, error) { return s.abandonKeyed(workCalls(works, size), true) }
+	}
+	return s.runFunctionIn(ctx, nil, policyBatchFunction, policyBatchScript, keys, args, abandon)
 }
 
 // keyedWait waits for the keyed batchers' kept calls (WaitHandBacks).

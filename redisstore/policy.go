@@ -630,7 +630,11 @@ func boxedOp(op string) any {
 // runCall makes c alone, now (policy_main), in its command c.cmd where
 // it has one.
 func (s *Store) runCall(ctx context.Context, c keyedCall) (string, error) {
-	return keyedText(s.runFunctionIn(ctx, c.cmd, policyFunction, policyScript, c.keys, c.alone(s.nowArg())))
+	var abandon func() func(any, error)
+	if s.mustGuard(ctx) {
+		abandon = func() func(any, error) { return s.abandonKeyed([]keyedCall{c}, false) }
+	}
+	return keyedText(s.runFunctionIn(ctx, c.cmd, policyFunction, policyScript, c.keys, c.alone(s.nowArg()), abandon))
 }
 
 // runPolicy runs policy.lua (policy_main): as a function of the limiter
@@ -658,17 +662,19 @@ func keyedText(raw any, err error) (string, error) {
 // refused them lately, or writes must be acknowledged) it runs script,
 // the same code as a script, instead.
 func (s *Store) runFunction(ctx context.Context, function any, script *redis.Script, keys []string, args []any) (any, error) {
-	return s.runFunctionIn(ctx, nil, function, script, keys, args)
+	return s.runFunctionIn(ctx, nil, function, script, keys, args, nil)
 }
 
 // runFunctionIn is runFunction sending, where buf is not nil, buf as the
-// command: args after room for FCALL's head and keys (keyedCall.cmd).
-func (s *Store) runFunctionIn(ctx context.Context, buf []any, function any, script *redis.Script, keys []string, args []any) (any, error) {
+// command: args after room for FCALL's head and keys (keyedCall.cmd);
+// abandon, if not nil, says what to do with the reply when the caller
+// leaves first (guarded).
+func (s *Store) runFunctionIn(ctx context.Context, buf []any, function any, script *redis.Script, keys []string, args []any, abandon func() func(any, error)) (any, error) {
 	d, ok := s.scripter.(doer)
 	if off := s.functionsOff.Load(); !ok || off != 0 && time.Now().UnixNano() < off || s.acks > 0 {
-		return s.eval(ctx, script, true, keys, args...)
+		return s.evalThen(ctx, script, true, abandon, keys, args...)
 	}
-	return within(s, ctx, func(ctx context.Context) (any, error) {
+	return withinThen(s, ctx, func(ctx context.Context) (any, error) {
 		cmd := buf
 		if len(cmd) == 3+len(keys)+len(args) && len(args) > 0 && &cmd[3+len(keys)] == &args[0] {
 			cmd[0], cmd[1], cmd[2] = fcallName, function, len(keys)
@@ -698,7 +704,7 @@ func (s *Store) runFunctionIn(ctx context.Context, buf []any, function any, scri
 		}
 		s.functionsOff.Store(time.Now().Add(functionsRetry).UnixNano())
 		return script.Run(ctx, s.scripter, keys, args...).Result()
-	})
+	}, abandon)
 }
 
 // replyNums is a keyed reply's numbers (keyedNums), 0 past its end.

@@ -114,17 +114,7 @@ func TestPolicyCompactAsLimiter(t *testing.T) {
 				cfg := cfgOf()
 				lk := redlimit.Key{Name: "ref", Client: "k"}
 				pk := redlimit.PolicyKey{Policy: "p", Key: "k"}
-				set := func(how redlimit.SetMode) (redlimit.Config, redlimit.PolicyConfig) {
-					c, _, err := s.SetConfig(ctx, "ref", cfg.WithMode(redlimit.PerClient), how)
-					if err != nil {
-						t.Fatal(err)
-					}
-					pc, _, err := s.SetPolicy(ctx, "p", redlimit.PolicyConfig{Limits: []redlimit.Config{cfg}}, how)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return c, pc
-				}
+				set := func(how redlimit.SetMode) (redlimit.Config, redlimit.PolicyConfig) { return setTwins(t, s, cfg, how) }
 				known, pknown := set(redlimit.SetResetState)
 				var ats []time.Time // reservations not handed back
 				for step := range 80 {
@@ -360,17 +350,7 @@ func TestPolicyRecordsAsLimiter(t *testing.T) {
 			clk := clock.NewFake(t0)
 			s := New(WithTimeSource(clk))
 			cfg := redlimit.TokenBucketConfig(3, time.Second, 5)
-			set := func(how redlimit.SetMode) (redlimit.Config, redlimit.PolicyConfig) {
-				c, _, err := s.SetConfig(ctx, "ref", cfg.WithMode(redlimit.PerClient), how)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pc, _, err := s.SetPolicy(ctx, "p", redlimit.PolicyConfig{Limits: []redlimit.Config{cfg}}, how)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return c, pc
-			}
+			set := func(how redlimit.SetMode) (redlimit.Config, redlimit.PolicyConfig) { return setTwins(t, s, cfg, how) }
 			known, pknown := set(redlimit.SetResetState)
 			keys := make([]string, 600)
 			for i := range keys {
@@ -463,4 +443,19 @@ func TestPolicyRecordsShrink(t *testing.T) {
 	if r, err := p.Key("u-1").Status(ctx); err != nil || r.Remaining != 10 {
 		t.Fatalf("an evicted key: %+v, %v; want 10 left", r, err)
 	}
+}
+
+// setTwins sets cfg as limiter "ref" (PerClient) and as the one limit of
+// policy "p" on s, the same way (how): twins whose keys must decide alike.
+func setTwins(t *testing.T, s *Store, cfg redlimit.Config, how redlimit.SetMode) (redlimit.Config, redlimit.PolicyConfig) {
+	t.Helper()
+	c, _, err := s.SetConfig(context.Background(), "ref", cfg.WithMode(redlimit.PerClient), how)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, _, err := s.SetPolicy(context.Background(), "p", redlimit.PolicyConfig{Limits: []redlimit.Config{cfg}}, how)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, pc
 }

@@ -202,21 +202,10 @@ func handBackCall(n int64, r reply) (call, bool) {
 // stored config cfg.
 func (s *Store) handBack(key redlimit.Key, cfg *redlimit.Config, back []call) {
 	if len(back) == 0 {
-		return
-	}
-	k := int64(len(back))
-	if s.hb.inflight.Add(k) > maxHandBacks {
-		s.hb.inflight.Add(-k)
-		s.hb.failed.Add(k)
-		return
+		return // cfg may be nil: no grant
 	}
 	known := encode(*cfg)
-	s.hb.settling.Add()
-	go func() {
-		defer s.hb.settling.Done()
-		defer s.hb.inflight.Add(-k)
-		ctx, cancel := context.WithTimeout(context.Background(), handBackTimeout)
-		defer cancel()
+	s.inBackground(len(back), func(ctx context.Context) {
 		for len(back) > 0 {
 			w := &work{key: key, known: known, calls: back[:min(len(back), maxBatch)]}
 			back = back[len(w.calls):]
@@ -230,5 +219,28 @@ func (s *Store) handBack(key redlimit.Key, cfg *redlimit.Config, back []call) {
 			s.hb.handedBack.Add(int64(len(w.calls)))
 		}
 		s.forget(key) // a cancel or release may free permits
+	})
+}
+
+// inBackground runs f, the hand-back of k grants, on a goroutine of its
+// own within handBackTimeout, counted in s.hb (WaitHandBacks waits for
+// it); beyond maxHandBacks in flight it does not, and counts the k failed.
+func (s *Store) inBackground(k int, f func(ctx context.Context)) {
+	n := int64(k)
+	if n == 0 {
+		return
+	}
+	if s.hb.inflight.Add(n) > maxHandBacks {
+		s.hb.inflight.Add(-n)
+		s.hb.failed.Add(n)
+		return
+	}
+	s.hb.settling.Add()
+	go func() {
+		defer s.hb.settling.Done()
+		defer s.hb.inflight.Add(-n)
+		ctx, cancel := context.WithTimeout(context.Background(), handBackTimeout)
+		defer cancel()
+		f(ctx)
 	}()
 }

@@ -59,21 +59,7 @@ func (s *Store) handBackKeyed(_ string, calls []keyedCall, results []string) {
 			back = append(back, b)
 		}
 	}
-	if len(back) == 0 {
-		return
-	}
-	k := int64(len(back))
-	if s.hb.inflight.Add(k) > maxHandBacks {
-		s.hb.inflight.Add(-k)
-		s.hb.failed.Add(k)
-		return
-	}
-	s.hb.settling.Add()
-	go func() {
-		defer s.hb.settling.Done()
-		defer s.hb.inflight.Add(-k)
-		ctx, cancel := context.WithTimeout(context.Background(), handBackTimeout)
-		defer cancel()
+	s.inBackground(len(back), func(ctx context.Context) {
 		for _, c := range back {
 			if s.keyedHandBackRun(ctx, c) {
 				s.hb.handedBack.Add(1)
@@ -81,7 +67,7 @@ func (s *Store) handBackKeyed(_ string, calls []keyedCall, results []string) {
 				s.hb.failed.Add(1)
 			}
 		}
-	}()
+	})
 }
 
 // keyedHandBackRun makes the hand-back c and says whether Redis took it.

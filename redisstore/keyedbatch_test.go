@@ -112,8 +112,7 @@ func TestKeyedBatchEqualsAlone(t *testing.T) {
 			if tw.w.Err != nil {
 				t.Fatal(tw.w.Err)
 			}
-			tw.args[0] = s.nowArg()
-			want, err := s.runPolicy(ctx, tw.keys, tw.args)
+			want, err := s.runCall(ctx, keyedCall{keys: tw.keys, args: tw.args})
 			if err != nil {
 				t.Fatal(err)
 			}

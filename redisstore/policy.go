@@ -637,13 +637,6 @@ func (s *Store) runCall(ctx context.Context, c keyedCall) (string, error) {
 	return keyedText(s.runFunctionIn(ctx, c.cmd, policyFunction, policyScript, c.keys, c.alone(s.nowArg()), abandon))
 }
 
-// runPolicy runs policy.lua (policy_main): as a function of the limiter
-// library where Redis has it, else as a script. It returns the reply's
-// text.
-func (s *Store) runPolicy(ctx context.Context, keys []string, args []any) (string, error) {
-	return keyedText(s.runFunction(ctx, policyFunction, policyScript, keys, args))
-}
-
 // keyedText is policy_main's reply raw (or err) as its text.
 func keyedText(raw any, err error) (string, error) {
 	if err != nil {
@@ -656,17 +649,12 @@ func keyedText(raw any, err error) (string, error) {
 	return text, nil
 }
 
-// runFunction runs function (its name, an any so that building the
+// runFunctionIn runs function (its name, an any so that building the
 // command boxes nothing) of the limiter library with FCALL, loading
 // the library when Redis lacks it; where Redis has no functions (or
 // refused them lately, or writes must be acknowledged) it runs script,
-// the same code as a script, instead.
-func (s *Store) runFunction(ctx context.Context, function any, script *redis.Script, keys []string, args []any) (any, error) {
-	return s.runFunctionIn(ctx, nil, function, script, keys, args, nil)
-}
-
-// runFunctionIn is runFunction sending, where buf is not nil, buf as the
-// command: args after room for FCALL's head and keys (keyedCall.cmd);
+// the same code as a script, instead. Where buf is not nil it is sent as
+// the command: args after room for FCALL's head and keys (keyedCall.cmd);
 // abandon, if not nil, says what to do with the reply when the caller
 // leaves first (guarded).
 func (s *Store) runFunctionIn(ctx context.Context, buf []any, function any, script *redis.Script, keys []string, args []any, abandon func() func(any, error)) (any, error) {

@@ -412,7 +412,8 @@ type Result struct {
 	cached bool
 	// Limits is each limit's status after the decision, in the policy's
 	// order: what rate-limit headers show. Set by a Policy's calls (one
-	// entry per limit); nil for a Limiter's.
+	// entry per limit); nil for a Limiter's. Results that show the same
+	// may share it: read it, never write it.
 	Limits []LimitStatus
 	// ResetAfter is how long until every limit is whole again for the key
 	// (the latest of the Limits'), nobody asking meanwhile. Set by a

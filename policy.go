@@ -45,6 +45,9 @@ type Policy struct {
 	names atomic.Pointer[limitNames]
 	// statuses is room for the Limits of Results to come (statusSlab).
 	statuses atomic.Pointer[statusSlab]
+	// lastStatus is the Limits of a Result of one limit made last, shown
+	// again by the Results that show the same (result).
+	lastStatus atomic.Pointer[[1]LimitStatus]
 	// obs is WithObserver's; nil: none.
 	obs Observer
 }
@@ -346,7 +349,6 @@ func (k Keyed) AvailablePermits(ctx context.Context) (int64, error) {
 	return r.Remaining, err
 }
 
-// policyResult turns a store's decision into a Result.
 // limitNames pairs limits with their LimitNames.
 type limitNames struct {
 	// from is the first element of a store's slice found equal to
@@ -385,7 +387,27 @@ func (p *Policy) limitNames(limits []Config) []string {
 
 // result is d as a Result.
 func (p *Policy) result(d *PolicyDecision) Result {
-	return policyResult(d, p.limitNames(d.Policy.Limits), p.limitStatuses(len(d.Limits)))
+	names := p.limitNames(d.Policy.Limits)
+	if len(d.Limits) != 1 {
+		statuses := p.limitStatuses(len(d.Limits))
+		for i := range statuses {
+			limitStatus(&statuses[i], d, i, names)
+		}
+		return policyResult(d, statuses)
+	}
+	// One limit, the common policy: a status equal to the one shown last
+	// (one permit taken from a full bucket, key after key) is shown again,
+	// from the same array, allocating nothing. No Result's Limits are
+	// written once made.
+	var st LimitStatus
+	limitStatus(&st, d, 0, names)
+	one := p.lastStatus.Load()
+	if one == nil || one[0] != st {
+		one = (*[1]LimitStatus)(p.limitStatuses(1))
+		one[0] = st
+		p.lastStatus.Store(one)
+	}
+	return policyResult(d, one[:])
 }
 
 // statusSlab is room for the Limits of several Results, handed out in
@@ -416,30 +438,32 @@ func (p *Policy) limitStatuses(n int) []LimitStatus {
 	}
 }
 
-// policyResult is d as a Result; names are the LimitNames of d's limits,
-// statuses zero room for its Limits.
-func policyResult(d *PolicyDecision, names []string, statuses []LimitStatus) Result {
+// limitStatus fills st, zero, with limit i of d; names are the LimitNames
+// of d's limits. Filled in place: a LimitStatus built aside would be
+// copied whole.
+func limitStatus(st *LimitStatus, d *PolicyDecision, i int, names []string) {
+	ls := &d.Limits[i]
+	if i < len(d.Policy.Limits) {
+		st.Name, st.Config = names[i], d.Policy.Limits[i]
+	} else {
+		st.Name = LimitName(Config{})
+	}
+	st.Remaining, st.ResetAfter, st.Refused = ls.Remaining, ls.ResetAfter, i == d.Refused
+	if !d.Granted {
+		st.RetryAfter = ls.Wait
+	}
+}
+
+// policyResult is d as a Result, statuses its Limits (limitStatus).
+func policyResult(d *PolicyDecision, statuses []LimitStatus) Result {
 	r := Result{Allowed: d.Granted, Limits: statuses, cached: d.Cached}
 	if d.Granted {
 		r.At, r.Waited = d.At, d.Wait
 	} else {
 		r.RetryAfter = d.Wait
 	}
-	for i, ls := range d.Limits {
-		var cfg Config
-		var name string
-		if i < len(d.Policy.Limits) {
-			cfg, name = d.Policy.Limits[i], names[i]
-		} else {
-			name = LimitName(cfg)
-		}
-		// Filled in place: the new slice is zero, and a LimitStatus built
-		// aside would be copied whole.
-		st := &r.Limits[i]
-		st.Name, st.Config, st.Remaining, st.ResetAfter, st.Refused = name, cfg, ls.Remaining, ls.ResetAfter, i == d.Refused
-		if !d.Granted {
-			st.RetryAfter = ls.Wait
-		}
+	for i := range d.Limits {
+		ls := &d.Limits[i]
 		if i == 0 || ls.Remaining < r.Remaining {
 			r.Remaining = ls.Remaining
 		}

@@ -80,6 +80,9 @@ type Store struct {
 	// is due a sweep: a call before it reads no shard's state to end (its
 	// shard's line is not touched at all), and is written only by sweeps.
 	due atomic.Int64
+	// noTake turns AcquireKey's shortcut (take) off, for tests that hold
+	// it to the whole path.
+	noTake bool
 }
 
 var _ redlimit.Store = (*Store)(nil)

@@ -42,6 +42,9 @@ type pconf struct {
 	// compact: one limit, of a bucket algorithm, whose keys' states the
 	// shards keep as compact records.
 	compact bool
+	// bucket: compact, and the limit a token bucket, whose records
+	// AcquireKey takes from in place (take).
+	bucket bool
 }
 
 // keyShard holds some of a policy's keys.
@@ -72,6 +75,23 @@ type keyShard struct {
 	// states is room for the Limits of decisions to come, handed out
 	// under mu: one allocation serves many calls.
 	states []redlimit.LimitState
+	// last is the Limits of one limit handed out last (oneState), given
+	// again to a decision that shows the same: never written once handed
+	// out, as no decision's Limits are.
+	last []redlimit.LimitState
+}
+
+// oneState returns ls as the Limits of a decision; ks.mu is held. Keys
+// often show the same state (one permit taken from a full bucket), and
+// then share one slice: no allocation.
+func (ks *keyShard) oneState(ls redlimit.LimitState) []redlimit.LimitState {
+	if len(ks.last) == 1 && ks.last[0] == ls {
+		return ks.last
+	}
+	out := ks.limitStates(1)
+	out[0] = ls
+	ks.last = out
+	return out
 }
 
 // limitStates returns n zero LimitStates for a decision; ks.mu is held.
@@ -204,6 +224,8 @@ func (s *Store) makePconf(pc redlimit.PolicyConfig) (*pconf, error) {
 	}
 	p.most = pc.MaxPermits()
 	p.compact = len(p.limits) == 1 && deficitOf(p.limits[0].spec.New()) != nil
+	_, p.bucket = p.limits[0].spec.New().(*tokenbucket.State)
+	p.bucket = p.bucket && p.compact
 	return p, nil
 }
 
@@ -282,7 +304,7 @@ func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
 	for i := range p.keys {
 		ks := &p.keys[i]
 		ks.mu.Lock()
-		ks.m, ks.c, ks.cc, ks.scratch, ks.states = nil, records{}, nil, nil, nil
+		ks.m, ks.c, ks.cc, ks.scratch, ks.states, ks.last = nil, records{}, nil, nil, nil, nil
 		ks.mu.Unlock()
 	}
 	return had, nil
@@ -542,6 +564,9 @@ func (s *Store) AcquireKey(ctx context.Context, k redlimit.PolicyKey, known redl
 	if n < 1 {
 		return redlimit.PolicyDecision{}, (redlimit.Config{}).ValidatePermits(n)
 	}
+	if d, ok := s.take(ctx, k, n); ok {
+		return d, nil
+	}
 	call, err := s.beginKey(ctx, k, &known, true)
 	if err != nil {
 		return redlimit.PolicyDecision{}, err
@@ -604,6 +629,57 @@ func (k *pcall) acquireOne(n int64, maxWait time.Duration) (redlimit.PolicyDecis
 		}
 	}
 	return d, nil
+}
+
+// take is AcquireKey's common case, taken straight from the key's record:
+// a policy of one token bucket, a key that has its record under it, whose
+// bucket grants n now (tokenbucket.State.Take). ok false: any other case,
+// nothing changed, for the whole path to answer (and report errors).
+func (s *Store) take(ctx context.Context, k redlimit.PolicyKey, n int64) (d redlimit.PolicyDecision, ok bool) {
+	if s.noTake || k.Validate() != nil || ctx.Err() != nil {
+		return d, false
+	}
+	p := s.policyOf(k.Policy, false)
+	if p == nil {
+		return d, false
+	}
+	c := p.cfg.Load()
+	if c == nil || !c.bucket {
+		return d, false
+	}
+	h := s.keyHash(k.Key)
+	ks := &p.keys[h&(keyShards-1)]
+	now := s.nowUS()
+	ks.mu.Lock()
+	if ks.cc != c || len(ks.m) > 0 && ks.m[k.Key] != nil {
+		ks.mu.Unlock()
+		return d, false
+	}
+	i, _ := ks.c.find(h, k.Key)
+	if i < 0 {
+		ks.mu.Unlock()
+		return d, false
+	}
+	// A record with a debt is counted under c's limit (encode); a fresh
+	// one (owed 0) is left to the whole path.
+	r := &ks.c.recs[i].record
+	lim := &c.lims[0]
+	u := c.limits[0].unit
+	b := tokenbucket.State{Deficit: algorithm.Deficit{Owed: r.owed, Last: r.last, Expiry: r.expiry, Rate: lim.Rate, Scale: lim.Interval, Burst: lim.Burst}}
+	rem, granted := b.Take(now/u, lim, n)
+	if r.owed == 0 || !granted {
+		ks.mu.Unlock()
+		return d, false
+	}
+	r.owed, r.last, r.expiry = b.Owed, b.Last, b.Expiry
+	ls := redlimit.LimitState{Remaining: rem}
+	if exp := b.Expiry * u; exp > now {
+		ls.ResetAfter = time.Duration(exp-now) * time.Microsecond
+	}
+	limits := ks.oneState(ls)
+	ks.mu.Unlock()
+	at := time.UnixMicro(now)
+	return redlimit.PolicyDecision{Granted: true, Refused: -1, At: at, Now: at, Limits: limits, Policy: c.PolicyConfig}, true
 }
 
 // waitUS is a maximum wait in µs (algorithm.Unlimited when negative).

@@ -459,3 +459,147 @@ func setTwins(t *testing.T, s *Store, cfg redlimit.Config, how redlimit.SetMode)
 	}
 	return c, pc
 }
+
+// TestPolicyTakeAsWholePath: AcquireKey's shortcut on a token bucket's
+// records (take) answers as the whole path does, call by call, over a
+// random trace of calls, waits, hand-backs and config changes, on two
+// stores of one clock, one of them without the shortcut.
+func TestPolicyTakeAsWholePath(t *testing.T) {
+	ctx := context.Background()
+	for name, mask := range map[string]uint64{"hashes apart": ^uint64(0), "hashes colliding": 4*keyShards - 1} {
+		t.Run(name, func(t *testing.T) {
+			defer func(m uint64) { hashMask = m }(hashMask)
+			hashMask = mask
+			rng := rand.New(rand.NewPCG(16, 6))
+			clk := clock.NewFake(t0)
+			fast, whole := New(WithTimeSource(clk)), New(WithTimeSource(clk))
+			// One seed: the keys fall in the same shards, swept at the
+			// same calls (a sweep shows under a config change).
+			whole.noTake, whole.seed = true, fast.seed
+			stores := []*Store{fast, whole}
+			var known redlimit.PolicyConfig
+			set := func(cfgs ...redlimit.Config) {
+				t.Helper()
+				for _, s := range stores {
+					pc, _, err := s.SetPolicy(ctx, "p", redlimit.PolicyConfig{Limits: cfgs}, redlimit.SetKeepState)
+					if err != nil {
+						t.Fatal(err)
+					}
+					known = pc
+				}
+			}
+			set(redlimit.TokenBucketConfig(3, time.Second, 5))
+			keys := make([]string, 300)
+			for i := range keys {
+				keys[i] = "k-" + strconv.Itoa(i)
+			}
+			for step := range 20_000 {
+				pk := redlimit.PolicyKey{Policy: "p", Key: keys[rng.IntN(len(keys))]}
+				switch op := rng.IntN(100); {
+				case op < 65:
+					n := 1 + rng.Int64N(3)
+					if rng.IntN(50) == 0 {
+						n = 100 // more than the bucket holds: an error
+					}
+					wait := time.Duration(0)
+					if rng.IntN(4) == 0 {
+						wait = time.Duration(rng.IntN(3)) * time.Second
+					}
+					got, err1 := fast.AcquireKey(ctx, pk, known, n, wait)
+					want, err2 := whole.AcquireKey(ctx, pk, known, n, wait)
+					if (err1 == nil) != (err2 == nil) || !sameDecision(got, want) {
+						t.Fatalf("step %d, %s: AcquireKey(%d, %v): %+v, %v; whole path %+v, %v", step, pk.Key, n, wait, got, err1, want, err2)
+					}
+				case op < 75:
+					got, err1 := fast.ReleaseKey(ctx, pk, known, 1)
+					want, err2 := whole.ReleaseKey(ctx, pk, known, 1)
+					if err1 != nil || err2 != nil || got != want {
+						t.Fatalf("step %d, %s: ReleaseKey: %d, %v; whole path %d, %v", step, pk.Key, got, err1, want, err2)
+					}
+				case op < 85:
+					got, err1 := fast.StatusKey(ctx, pk, known)
+					want, err2 := whole.StatusKey(ctx, pk, known)
+					if err1 != nil || err2 != nil || !sameDecision(got, want) {
+						t.Fatalf("step %d, %s: StatusKey: %+v, %v; whole path %+v, %v", step, pk.Key, got, err1, want, err2)
+					}
+				case op < 86:
+					// Another bucket, sometimes two limits or a window,
+					// whose keys take the whole path; back to one bucket
+					// next time.
+					cfgs := []redlimit.Config{redlimit.TokenBucketConfig(1+rng.Int64N(4), time.Second, 2+rng.Int64N(6))}
+					switch rng.IntN(4) {
+					case 0:
+						cfgs = append(cfgs, redlimit.TokenBucketConfig(20, time.Minute, 20))
+					case 1:
+						cfgs[0].Algorithm = redlimit.FixedWindow
+						cfgs[0].Burst = 0
+					}
+					set(cfgs...)
+				default:
+					clk.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
+				}
+			}
+		})
+	}
+}
+
+// sameDecision reports whether two stores' decisions say the same.
+func sameDecision(a, b redlimit.PolicyDecision) bool {
+	if a.Granted != b.Granted || a.Full != b.Full || a.Refused != b.Refused || a.Wait != b.Wait ||
+		!a.At.Equal(b.At) || !a.Now.Equal(b.Now) || len(a.Limits) != len(b.Limits) || !a.Policy.SameLimits(b.Policy) {
+		return false
+	}
+	for i := range a.Limits {
+		if a.Limits[i] != b.Limits[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPolicySteadyStateAllocatesNothing: a policy of one token bucket over
+// many keys, each taking a permit from its full bucket, allocates nothing
+// per call once every key has its record (Results showing the same share
+// their Limits), and each Result still shows its own decision.
+func TestPolicySteadyStateAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	p, err := redlimit.NewPolicy(New(WithTimeSource(clk)), "users", []redlimit.Config{redlimit.TokenBucketConfig(10, time.Second, 10)}, redlimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = "u-" + strconv.Itoa(i)
+	}
+	var last redlimit.Result
+	round := func() {
+		clk.Advance(time.Second) // every bucket full again
+		for _, k := range keys {
+			r, err := p.Key(k).TryAcquire(ctx, 1)
+			if err != nil || !r.Allowed || r.Remaining != 9 || len(r.Limits) != 1 || r.Limits[0].Remaining != 9 || r.Limits[0].ResetAfter != 100*time.Millisecond {
+				t.Fatalf("key %s: %+v, %v", k, r, err)
+			}
+			last = r
+		}
+	}
+	round()
+	// Fewer than one allocation a round of 1000 calls, beside the fake
+	// clock's own.
+	clocks := testing.AllocsPerRun(5, func() { clk.Advance(0) })
+	if n := testing.AllocsPerRun(5, round); n != clocks {
+		t.Errorf("%v allocations per round of %d calls, want %v (the fake clock's)", n, len(keys), clocks)
+	}
+	// A refusal shows its own state; the Result kept before does not change.
+	for range 9 {
+		if _, err := p.Key(keys[0]).TryAcquire(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := p.Key(keys[0]).TryAcquire(ctx, 1); err != nil || r.Allowed || r.Limits[0].Remaining != 0 || !r.Limits[0].Refused || r.RetryAfter != 100*time.Millisecond {
+		t.Fatalf("refusal: %+v, %v", r, err)
+	}
+	if last.Limits[0].Remaining != 9 || last.Limits[0].Refused {
+		t.Fatalf("a Result kept changed: %+v", last.Limits[0])
+	}
+}

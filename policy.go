@@ -45,9 +45,6 @@ type Policy struct {
 	names atomic.Pointer[limitNames]
 	// statuses is room for the Limits of Results to come (statusSlab).
 	statuses atomic.Pointer[statusSlab]
-	// lastStatus is the Limits of a Result of one limit made last, shown
-	// again by the Results that show the same (result).
-	lastStatus atomic.Pointer[[1]LimitStatus]
 	// obs is WithObserver's; nil: none.
 	obs Observer
 }
@@ -359,20 +356,23 @@ type limitNames struct {
 	from   atomic.Pointer[Config]
 	limits []Config
 	names  []string
+	// last, for one limit, is the Limits of the Result made last under
+	// it, shown again by the Results that show the same (result).
+	last atomic.Pointer[[1]LimitStatus]
 }
 
-// limitNames returns the LimitName of each of limits, made once for the
+// limitNames returns limits with the LimitName of each, made once for the
 // limits a Result shows until they change rather than on every call.
-func (p *Policy) limitNames(limits []Config) []string {
+func (p *Policy) limitNames(limits []Config) *limitNames {
 	c := p.names.Load()
 	if c != nil && len(limits) > 0 && len(limits) == len(c.limits) && c.from.Load() == &limits[0] {
-		return c.names
+		return c
 	}
 	if c != nil && slices.Equal(c.limits, limits) {
 		if len(limits) > 0 {
 			c.from.Store(&limits[0])
 		}
-		return c.names
+		return c
 	}
 	c = &limitNames{limits: slices.Clone(limits), names: make([]string, len(limits))}
 	if len(limits) > 0 {
@@ -382,32 +382,40 @@ func (p *Policy) limitNames(limits []Config) []string {
 		c.names[i] = LimitName(l)
 	}
 	p.names.Store(c)
-	return c.names
+	return c
 }
 
 // result is d as a Result.
 func (p *Policy) result(d *PolicyDecision) Result {
-	names := p.limitNames(d.Policy.Limits)
-	if len(d.Limits) != 1 {
+	c := p.limitNames(d.Policy.Limits)
+	if len(d.Limits) != 1 || len(c.limits) != 1 {
 		statuses := p.limitStatuses(len(d.Limits))
 		for i := range statuses {
-			limitStatus(&statuses[i], d, i, names)
+			limitStatus(&statuses[i], d, i, c.names)
 		}
 		return policyResult(d, statuses)
 	}
 	// One limit, the common policy: a status equal to the one shown last
-	// (one permit taken from a full bucket, key after key) is shown again,
-	// from the same array, allocating nothing. No Result's Limits are
-	// written once made.
-	var st LimitStatus
-	limitStatus(&st, d, 0, names)
-	one := p.lastStatus.Load()
-	if one == nil || one[0] != st {
+	// under these limits (one permit taken from a full bucket, key after
+	// key) is shown again, from the same array, allocating nothing. No
+	// Result's Limits are written once made.
+	one := c.last.Load()
+	if one == nil || !shows(&one[0], d) {
 		one = (*[1]LimitStatus)(p.limitStatuses(1))
-		one[0] = st
-		p.lastStatus.Store(one)
+		limitStatus(&one[0], d, 0, c.names)
+		c.last.Store(one)
 	}
 	return policyResult(d, one[:])
+}
+
+// shows reports whether st, a status under d's limit, is d's.
+func shows(st *LimitStatus, d *PolicyDecision) bool {
+	ls := &d.Limits[0]
+	retry := ls.Wait
+	if d.Granted {
+		retry = 0
+	}
+	return st.Remaining == ls.Remaining && st.ResetAfter == ls.ResetAfter && st.RetryAfter == retry && st.Refused == (d.Refused == 0)
 }
 
 // statusSlab is room for the Limits of several Results, handed out in

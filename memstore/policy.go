@@ -560,11 +560,12 @@ func (k *pcall) decision(ds []algorithm.Decision, d *redlimit.PolicyDecision) {
 }
 
 // AcquireKey implements redlimit.PolicyStore.
-func (s *Store) AcquireKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, n int64, maxWait time.Duration) (redlimit.PolicyDecision, error) {
+func (s *Store) AcquireKey(ctx context.Context, k redlimit.PolicyKey, known redlimit.PolicyConfig, n int64, maxWait time.Duration) (d redlimit.PolicyDecision, _ error) {
 	if n < 1 {
 		return redlimit.PolicyDecision{}, (redlimit.Config{}).ValidatePermits(n)
 	}
-	if d, ok := s.take(ctx, k, n); ok {
+	// Made in place: a decision is large to copy.
+	if s.take(ctx, k, n, &d) {
 		return d, nil
 	}
 	call, err := s.beginKey(ctx, k, &known, true)
@@ -590,7 +591,7 @@ func (s *Store) AcquireKey(ctx context.Context, k redlimit.PolicyKey, known redl
 		ds = append(ds, algorithm.Decision{})
 	}
 	ad := algorithm.AcquireAll(call.parts(pbuf[:0]), call.now, n, waitUS(maxWait), ds)
-	d := redlimit.PolicyDecision{Granted: ad.Granted, Full: ad.Full, Refused: ad.Refused, Wait: time.Duration(ad.Wait) * time.Microsecond}
+	d = redlimit.PolicyDecision{Granted: ad.Granted, Full: ad.Full, Refused: ad.Refused, Wait: time.Duration(ad.Wait) * time.Microsecond}
 	call.decision(ds, &d)
 	if ad.Granted {
 		d.At = d.Now.Add(d.Wait)
@@ -634,18 +635,19 @@ func (k *pcall) acquireOne(n int64, maxWait time.Duration) (redlimit.PolicyDecis
 // take is AcquireKey's common case, taken straight from the key's record:
 // a policy of one token bucket, a key that has its record under it, whose
 // bucket grants n now (tokenbucket.State.Take). ok false: any other case,
-// nothing changed, for the whole path to answer (and report errors).
-func (s *Store) take(ctx context.Context, k redlimit.PolicyKey, n int64) (d redlimit.PolicyDecision, ok bool) {
+// nothing changed, for the whole path to answer (and report errors). d,
+// zero, gets the decision.
+func (s *Store) take(ctx context.Context, k redlimit.PolicyKey, n int64, d *redlimit.PolicyDecision) bool {
 	if s.noTake || k.Validate() != nil || ctx.Err() != nil {
-		return d, false
+		return false
 	}
 	p := s.policyOf(k.Policy, false)
 	if p == nil {
-		return d, false
+		return false
 	}
 	c := p.cfg.Load()
 	if c == nil || !c.bucket {
-		return d, false
+		return false
 	}
 	h := s.keyHash(k.Key)
 	ks := &p.keys[h&(keyShards-1)]
@@ -653,12 +655,12 @@ func (s *Store) take(ctx context.Context, k redlimit.PolicyKey, n int64) (d redl
 	ks.mu.Lock()
 	if ks.cc != c || len(ks.m) > 0 && ks.m[k.Key] != nil {
 		ks.mu.Unlock()
-		return d, false
+		return false
 	}
 	i, _ := ks.c.find(h, k.Key)
 	if i < 0 {
 		ks.mu.Unlock()
-		return d, false
+		return false
 	}
 	// A record with a debt is counted under c's limit (encode); a fresh
 	// one (owed 0) is left to the whole path.
@@ -669,7 +671,7 @@ func (s *Store) take(ctx context.Context, k redlimit.PolicyKey, n int64) (d redl
 	rem, granted := b.Take(now/u, lim, n)
 	if r.owed == 0 || !granted {
 		ks.mu.Unlock()
-		return d, false
+		return false
 	}
 	r.owed, r.last, r.expiry = b.Owed, b.Last, b.Expiry
 	ls := redlimit.LimitState{Remaining: rem}
@@ -678,8 +680,10 @@ func (s *Store) take(ctx context.Context, k redlimit.PolicyKey, n int64) (d redl
 	}
 	limits := ks.oneState(ls)
 	ks.mu.Unlock()
-	at := time.UnixMicro(now)
-	return redlimit.PolicyDecision{Granted: true, Refused: -1, At: at, Now: at, Limits: limits, Policy: c.PolicyConfig}, true
+	d.Granted, d.Refused, d.Limits, d.Policy = true, -1, limits, c.PolicyConfig
+	d.Now = time.UnixMicro(now)
+	d.At = d.Now
+	return true
 }
 
 // waitUS is a maximum wait in µs (algorithm.Unlimited when negative).

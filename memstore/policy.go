@@ -657,19 +657,31 @@ func (s *Store) take(ctx context.Context, k redlimit.PolicyKey, n int64, d *redl
 		ks.mu.Unlock()
 		return false
 	}
-	i, _ := ks.c.find(h, k.Key)
+	i, taken := ks.c.find(h, k.Key)
 	if i < 0 {
-		ks.mu.Unlock()
-		return false
+		// A new key (or one swept) gets a fresh record, as beginKey
+		// gives it; a key whose hash another's record holds takes the
+		// whole path.
+		if taken {
+			ks.mu.Unlock()
+			return false
+		}
+		ks.maybeSweep(c, now)
+		if !ks.c.fits(len(k.Key)) {
+			ks.mu.Unlock()
+			return false
+		}
+		i = ks.c.add(h, k.Key, record{})
 	}
 	// A record with a debt is counted under c's limit (encode); a fresh
-	// one (owed 0) is left to the whole path.
+	// one (owed 0) is a full bucket, counted under c's limit from its
+	// first grant on, which is what Take makes of it.
 	r := &ks.c.recs[i].record
 	lim := &c.lims[0]
 	u := c.limits[0].unit
 	b := tokenbucket.State{Deficit: algorithm.Deficit{Owed: r.owed, Last: r.last, Expiry: r.expiry, Rate: lim.Rate, Scale: lim.Interval, Burst: lim.Burst}}
 	rem, granted := b.Take(now/u, lim, n)
-	if r.owed == 0 || !granted {
+	if !granted {
 		ks.mu.Unlock()
 		return false
 	}

@@ -247,10 +247,12 @@ func (k Keyed) acquire(ctx context.Context, n int64, maxWait time.Duration) (Res
 		maxWait, bounded = p.maxWait, true
 	}
 	wait := maxWait
-	if dl, ok := ctx.Deadline(); ok {
-		left := max(0, time.Until(dl))
-		if wait < 0 || left < wait {
-			wait, bounded = left, false
+	if wait != 0 { // no deadline shortens no wait
+		if dl, ok := ctx.Deadline(); ok {
+			left := max(0, time.Until(dl))
+			if wait < 0 || left < wait {
+				wait, bounded = left, false
+			}
 		}
 	}
 	d, err := p.store.AcquireKey(ctx, k.pk(), p.knownPolicy(), n, wait)

@@ -96,12 +96,12 @@ func TestPolicyDifferential(t *testing.T) {
 
 // TestPolicyDifferentialFastPath: the random traces of
 // TestPolicyDifferential on policies of one fixed window, sliding counter,
-// token bucket or leaky bucket, whose acquire has a path of its own in policy.lua (granted at
+// token bucket, leaky bucket or sliding log, whose acquire has a path of its own in policy.lua (granted at
 // once, or refused, on a state without reservations) beside the general
 // one (reservations, cancels, releases, states of other versions), both
 // taken.
 func TestPolicyDifferentialFastPath(t *testing.T) {
-	for _, alg := range []redlimit.Algorithm{redlimit.FixedWindow, redlimit.SlidingCounter, redlimit.TokenBucket, redlimit.LeakyBucket} {
+	for _, alg := range []redlimit.Algorithm{redlimit.FixedWindow, redlimit.SlidingCounter, redlimit.TokenBucket, redlimit.LeakyBucket, redlimit.SlidingLog} {
 		t.Run(string(alg), func(t *testing.T) {
 			oneLimit := func(rng *rand.Rand) []redlimit.Config {
 				rate := 1 + rng.Int64N(8)

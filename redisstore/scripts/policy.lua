@@ -63,7 +63,7 @@ local policyBuckets = {t = true, q = true}
 -- of its pairs of digits (policyPairs: "00" to "zz", made when first
 -- used) with no loop per digit: every string Redis's Lua makes is hashed
 -- and collected, and the keyed call writes a state per key.
-local fixedImpl, bucketImpl, leakyImpl, counterImpl
+local fixedImpl, bucketImpl, leakyImpl, counterImpl, logImpl
 local function policy_digit(d)
   if d < 10 then return d + 48 end -- '0'..'9'
   return d + 87 -- 'a'..'z'
@@ -85,6 +85,7 @@ local function policy_init()
   end})
   fixedImpl, bucketImpl, leakyImpl = algorithms['fixed-window'], algorithms['token-bucket'], algorithms['leaky-bucket']
   counterImpl = algorithms['sliding-counter']
+  logImpl = algorithms['sliding-log']
 end
 local function policy_b36(x)
   if x < 1296 then
@@ -197,6 +198,8 @@ local function policy_make_heads(ev)
   local base = ev .. '|'
   local h = {f = base .. 'f', c = base .. 'c', t = base .. 't', q = base .. 'q'}
   h.nf, h.nc, h.nt, h.nq = #h.f + 1, #h.c + 1, #h.t + 1, #h.q + 1
+  h.l = base .. 'l'
+  h.nl = #h.l + 1
   return h
 end
 local function policy_heads(epoch, versionText)
@@ -348,6 +351,13 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
   return {start, 1, left, later(e - start, 0)}
 end
 
+-- policy_fast_log is policy_fast for a policy of one sliding log, whose
+-- list is keys[k + 2] (slidinglog.lua's slidinglog_fast).
+local function policy_fast_log(keys, k, raw, start, injected, p, n, maxWait, heads)
+  return slidinglog_fast(keys[k + 1], keys[k + 2], raw, heads.l, heads.nl, start, injected, p.rate, p.interval, n,
+    maxWait, policy_p36, policy_ttl)
+end
+
 -- policy_call runs op on limit c and returns its reply: code, value, wait (µs).
 local function policy_call(c, op, n, a)
   local out = {}
@@ -378,6 +388,9 @@ local function policy_serve(keys, k, argv, a, b, start, injected, raw)
       local p = parsed_config(text)
       if p and (p.impl == fixedImpl or p.impl == bucketImpl or p.impl == leakyImpl or p.impl == counterImpl) and n >= 1 and n <= p.most then
         local r = policy_fast(stateKey, raw, start, injected, p, n, arg, policy_heads(epoch, versionText))
+        if r then return r end
+      elseif p and p.impl == logImpl and n >= 1 and n <= p.most then
+        local r = policy_fast_log(keys, k, raw, start, injected, p, n, arg, policy_heads(epoch, versionText))
         if r then return r end
       end
     end
@@ -599,6 +612,9 @@ local function policy_lone(keys, argv, start, injected)
   if n and arg and p and (p.impl == fixedImpl or p.impl == bucketImpl or p.impl == leakyImpl or p.impl == counterImpl) and n >= 1 and n <= p.most then
     local r = policy_fast(stateKey, raw, start, injected, p, n, arg, policy_heads1(ev))
     if r then return r end
+  elseif n and arg and p and p.impl == logImpl and keys[2] and n >= 1 and n <= p.most then
+    local r = policy_fast_log(keys, 0, raw, start, injected, p, n, arg, policy_heads1(ev))
+    if r then return r end
   end
   local epoch, versionText = string.match(ev, '^(%S+) (%S+)$')
   if not epoch then error('unreadable call') end
@@ -627,7 +643,7 @@ end
 local function policy_fast_plan(argv, a, b)
   if argv[a] ~= 'acquire' or policy_num(argv[b + 4]) ~= 1 then return nil end
   local n, arg, p = policy_num(argv[a + 1]), policy_num(argv[a + 2]), parsed_config(argv[b + 5])
-  if n and arg and p and (p.impl == fixedImpl or p.impl == bucketImpl or p.impl == leakyImpl or p.impl == counterImpl) and n >= 1 and n <= p.most then
+  if n and arg and p and (p.impl == fixedImpl or p.impl == bucketImpl or p.impl == leakyImpl or p.impl == counterImpl or p.impl == logImpl) and n >= 1 and n <= p.most then
     return p, n, arg, policy_heads(argv[b], argv[b + 1])
   end
   return nil
@@ -638,7 +654,12 @@ end
 local function policy_planned(keys, k, argv, a, b, start, injected, p, n, arg, heads)
   local stateKey = keys[k + 1]
   local raw = redis.call('GET', stateKey)
-  local r = policy_fast(stateKey, raw, start, injected, p, n, arg, heads)
+  local r
+  if p.impl == logImpl then
+    r = policy_fast_log(keys, k, raw, start, injected, p, n, arg, heads)
+  else
+    r = policy_fast(stateKey, raw, start, injected, p, n, arg, heads)
+  end
   if r then return r end
   return policy_serve(keys, k, argv, a, b, start, injected, raw)
 end

@@ -235,3 +235,112 @@ algorithms['sliding-log'] = {
     return reply(c, 1, later(c.rate - total, 0), 0)
   end,
 }
+
+-- slidinglogFast: false makes slidinglog_fast serve nothing, so that every
+-- call takes the general path (tests compare the two).
+local slidinglogFast = true
+
+-- slidinglogChunk is how many list elements slidinglog_fast reads from the
+-- head at once: the whole log of a key asked a few times a window.
+local slidinglogChunk = 16
+
+-- slidinglog_fast is the acquire of a keyed policy of one sliding log
+-- (policy.lua), on a key whose state is empty, past its expiry, or of this
+-- epoch and version (raw starting with head; its numbers from the index
+-- from) with its newest entry at or before now: granted at once, or
+-- refused for a wait beyond maxWait (µs) where the log's live entries lie
+-- in its first slidinglogChunk elements. Nothing else: it returns nil,
+-- having changed nothing, and the general path serves the call. It writes
+-- what that path writes (the acquire above, its state string and TTLs),
+-- with no table but its reply, no pcall, and the list read once: one
+-- LRANGE from the head, which holds the tail too when the log is short.
+-- p36 and ttlText are policy.lua's policy_p36 and policy_ttl; interval is
+-- in ms, rate and n in permits.
+local function slidinglog_fast(key, listKey, raw, head, from, start, injected, rate, interval, n, maxWait, p36, ttlText)
+  if not slidinglogFast then return nil end
+  local now = floor(start / 1000)
+  local total, expiry, trim = 0, 0, 0 -- trim: list elements to drop at the head
+  local tAt, tPermits
+  -- empty: the list starts anew, 'del' (the state past its expiry: the
+  -- list is deleted) or 'new' (no state: a list left over is dropped).
+  local empty = 'new'
+  if raw then
+    if string.find(raw, head, 1, true) ~= 1 then return nil end
+    local l, x, t = string.match(raw, '^(%w+) (%w+) (%w+)$', from)
+    if not l then return nil end
+    l = tonumber(l, 36)
+    expiry = l + tonumber(x, 36)
+    if l > now then now = l end
+    if expiry ~= 0 and now >= expiry then
+      empty = 'del'
+    else
+      empty = nil
+      total = tonumber(t, 36)
+      local chunk = redis.call('LRANGE', listKey, 0, slidinglogChunk - 1)
+      local m = #chunk
+      if m < 2 or m % 2 == 1 then return nil end
+      -- The elements at the head that have left the window.
+      local cut, sum = now - interval, 0
+      while trim < m do
+        local a, p = tonumber(chunk[trim + 1]), tonumber(chunk[trim + 2])
+        if not a or not p then return nil end
+        if a > cut then break end
+        sum = sum + p
+        trim = trim + 2
+      end
+      if m < slidinglogChunk then
+        tAt, tPermits = tonumber(chunk[m - 1]), tonumber(chunk[m])
+      elseif trim == m then
+        return nil -- the head goes on past the chunk
+      else
+        local t = redis.call('LRANGE', listKey, -2, -1)
+        tAt, tPermits = tonumber(t[1]), tonumber(t[2])
+      end
+      if not tAt or not tPermits or tAt > now then return nil end -- a reservation
+      total = total - sum
+      local need = total + n - rate
+      if need > 0 then
+        -- A wait: answered here only as a refusal, of a log all read.
+        if maxWait > 0 then maxWait = floor(maxWait / 1000) end
+        if maxWait < 0 or m == slidinglogChunk then return nil end
+        local at, dropped = now, 0
+        for i = trim + 1, m - 1, 2 do
+          local a, p = tonumber(chunk[i]), tonumber(chunk[i + 1])
+          if not a or not p then return nil end
+          dropped = dropped + p
+          if dropped >= need then
+            at = later(at, a + interval)
+            break
+          end
+        end
+        local wait = by_expiry(at, now, expiry) - now
+        if wait <= maxWait then return nil end -- a reservation
+        wait = wait * 1000
+        return {start, 0, 0, 0, 1, wait, later(rate - total, 0), later(expiry * 1000 - start, 0), wait}
+      end
+    end
+  end
+  -- Granted at now, the newest entry's instant or later.
+  if empty == 'del' then
+    redis.call('DEL', listKey)
+  elseif trim > 0 then
+    redis.call('LTRIM', listKey, trim, -1)
+  end
+  if tAt == now then
+    redis.call('LSET', listKey, -1, str(tPermits + n))
+  elseif redis.call('RPUSH', listKey, str(now), str(n)) ~= 2 and empty == 'new' then
+    redis.call('LTRIM', listKey, -2, -1) -- a list whose state is gone
+  end
+  total = total + n
+  local e = (now + interval) * 1000
+  local ttl = later(ceildiv(e - start, 1000), 1)
+  if injected then ttl = ttl + 60000 end
+  ttl = ttlText(ttl)
+  redis.call('PEXPIRE', listKey, ttl)
+  local n1, n2, n3, n4, n5, n6 = p36(now)
+  local i1, i2, i3, i4, i5, i6 = p36(interval)
+  local t1, t2, t3, t4, t5, t6 = p36(total)
+  redis.call('SET', key, head .. n1 .. n2 .. n3 .. n4 .. n5 .. n6 .. ' ' .. i1 .. i2 .. i3 .. i4 .. i5 .. i6 .. ' ' ..
+    t1 .. t2 .. t3 .. t4 .. t5 .. t6, 'PX', ttl)
+  return {start, 1, later(rate - total, 0), later(e - start, 0)}
+end

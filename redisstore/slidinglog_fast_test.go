@@ -1,0 +1,288 @@
+package redisstore
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/storetest"
+)
+
+var (
+	logTwinTraces = flag.Int("logtwin.traces", 120, "random traces in TestSlidingLogFastPathTwins")
+	logTwinSeed   = flag.Uint64("logtwin.seed", 0, "first seed of TestSlidingLogFastPathTwins (0: from the time)")
+)
+
+// slidingLogTwinScript runs one keyed call in the form ARGV[2] names
+// ("main": policy_main, "batch": policy_batch), its ARGV from ARGV[3] on,
+// with the sliding log's fast path on (ARGV[1] "1") or off: every call
+// then takes the general path. It answers the call's reply, the PTTLs of
+// KEYS[1] and KEYS[2], and Redis TIME (µs) before and after the call.
+const slidingLogTwinScript = `
+slidinglogFast = ARGV[1] == '1'
+local argv = {}
+for i = 3, #ARGV do argv[#argv + 1] = ARGV[i] end
+local t1 = redis.call('TIME')
+local r
+if ARGV[2] == 'batch' then r = policy_batch(KEYS, argv) else r = policy_main(KEYS, argv) end
+local s, l = redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])
+local t2 = redis.call('TIME')
+return {r, s, l, t1[1] * 1000000 + t1[2], t2[1] * 1000000 + t2[2]}
+`
+
+// twinRun is what slidingLogTwinScript answers of one key.
+type twinRun struct {
+	replies      [][]int64 // one per call, a grant at once in the general form
+	ttl, listTTL int64     // ms, -2: no key
+	t1, t2       int64     // µs
+}
+
+// generalForm writes a fast grant's reply {now, 1, remaining, reset} as
+// the general path does: {now, 0, granted, full, refusing limit, wait,
+// then the limit's remaining, reset, wait}.
+func generalForm(r []int64) []int64 {
+	if len(r) == 4 && r[1] == 1 {
+		return []int64{r[0], 0, 1, 0, 0, 0, r[2], r[3], 0}
+	}
+	return r
+}
+
+// TestSlidingLogFastPathTwins runs random traces of keyed calls of a
+// policy of one sliding log on twin keys, one with slidinglog_fast on and
+// one with every call on the general path, and requires the same replies
+// (a grant at once read in the general form), the same state string and
+// list, and TTLs as the general path sets them: acquires of one or more
+// permits granted at once, refused and reserved, at the newest entry's ms
+// or later, with heads left the window, logs longer than the fast path
+// reads at once, reservations cancelled, releases, status reads, states
+// past their expiry, lists whose state is gone, policy changes keeping the
+// state or resetting it; sent alone (both forms) and in batches ("=").
+func TestSlidingLogFastPathTwins(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	s, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	script := redis.NewScript(limiterLua + slidingLogTwinScript)
+	seed := *logTwinSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seeds %d..%d (rerun one with -logtwin.seed=N -logtwin.traces=1)", seed, seed+uint64(*logTwinTraces)-1)
+	var buf [maxKeyedNums]int64
+	counts := map[string]int{}
+	for trace := range *logTwinTraces {
+		sd := seed + uint64(trace)
+		rng := rand.New(rand.NewPCG(sd, 0x51d1))
+		name := fmt.Sprintf("twin%d", trace)
+		randomLog := func() redlimit.Config {
+			rate := 1 + rng.Int64N(8)
+			if rng.IntN(3) == 0 {
+				rate = 8 + rng.Int64N(40) // logs longer than one read
+			}
+			return redlimit.PerInterval(rate, time.Duration(1+rng.IntN(40))*5*time.Millisecond).WithAlgorithm(redlimit.SlidingLog)
+		}
+		var e *policyEntry
+		setPolicy := func(how redlimit.SetMode) {
+			if _, _, err := s.SetPolicy(ctx, name, redlimit.PolicyConfig{Limits: []redlimit.Config{randomLog()}}, how); err != nil {
+				t.Fatal(err)
+			}
+			if e, _, err = s.policyFor(ctx, name, &redlimit.PolicyConfig{}, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setPolicy(redlimit.SetResetState)
+		twins := [2][]string{
+			policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: name, Key: "fast"}, 1),
+			policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: name, Key: "general"}, 1),
+		}
+		now := storetest.T0.UnixMicro() + rng.Int64N(1_000_000)
+		type resv struct{ at, n int64 }
+		var resvs []resv
+		lastWait := int64(0) // the wait of the latest refusal (µs)
+		fail := func(step int, what string, a, b any) {
+			t.Helper()
+			t.Fatalf("seed %d step %d: %s:\nfast    %v\ngeneral %v", sd, step, what, a, b)
+		}
+		// run makes the call of ARGV args (ARGV[1] now left out) in form
+		// on both twins; calls: how many calls the form makes.
+		run := func(step int, form string, calls int, args ...any) [2]twinRun {
+			t.Helper()
+			var out [2]twinRun
+			var before [2]string
+			for i, keys := range twins {
+				before[i] = rdb.Get(ctx, keys[0]).Val()
+				var ks []string
+				for range calls {
+					ks = append(ks, keys...)
+				}
+				fast := "0"
+				if i == 0 {
+					fast = "1"
+				}
+				argv := append([]any{fast, form, strconv.FormatInt(now, 10)}, args...)
+				raw, err := script.Run(ctx, rdb, ks, argv...).Slice()
+				if err != nil {
+					t.Fatalf("seed %d step %d: %v", sd, step, err)
+				}
+				r := twinRun{ttl: raw[1].(int64), listTTL: raw[2].(int64), t1: raw[3].(int64), t2: raw[4].(int64)}
+				add := func(_ int, text string) {
+					nums, err := keyedNums(text, &buf)
+					if err != nil {
+						t.Fatalf("seed %d step %d: %v", sd, step, err)
+					}
+					r.replies = append(r.replies, generalForm(slices.Clone(nums)))
+				}
+				if form == "batch" {
+					if err := splitKeyed(raw[0], calls, add); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					add(0, raw[0].(string))
+				}
+				out[i] = r
+			}
+			if fmt.Sprint(out[0].replies) != fmt.Sprint(out[1].replies) {
+				fail(step, "replies", out[0].replies, out[1].replies)
+			}
+			var stored [2]string
+			for i, keys := range twins {
+				st, err := rdb.Get(ctx, keys[0]).Result()
+				if err == redis.Nil {
+					st = "(none)"
+				}
+				list := rdb.LRange(ctx, keys[1], 0, -1).Val()
+				stored[i] = st + " " + fmt.Sprint(list)
+				if st != "(none)" && st != before[i] {
+					checkLogTTL(t, sd, step, st, now, out[i])
+				}
+			}
+			if stored[0] != stored[1] {
+				fail(step, "stored", stored[0], stored[1])
+			}
+			return out
+		}
+		for step := range 60 {
+			switch x := rng.IntN(20); {
+			case x < 12:
+				n := int64(1)
+				if rng.IntN(3) == 0 {
+					n = 1 + rng.Int64N(e.most)
+				}
+				wait := int64(0)
+				switch rng.IntN(5) {
+				case 0:
+					wait = rng.Int64N(60_000)
+				case 1:
+					wait = -1
+				case 2:
+					wait = lastWait + 1000*rng.Int64N(2) - 1000*rng.Int64N(2) // at the edge
+				}
+				var out [2]twinRun
+				switch rng.IntN(3) {
+				case 0:
+					out = run(step, "main", 1, e.callArgs(keyAcquire, n, wait, false, "", nil)[1:]...)
+				case 1:
+					out = run(step, "main", 1, n, wait, e.args[0].(string)+" "+e.args[1].(string), e.args[3])
+				default:
+					args := e.callArgs(keyAcquire, n, wait, false, "", nil)[1:]
+					args = append([]any{2, len(args) + 1}, args...)
+					out = run(step, "batch", 2, append(args, repeatCall)...)
+				}
+				for _, r := range out[0].replies {
+					switch {
+					case r[1] != 0:
+						counts["other"]++
+					case r[2] == 1 && r[5] > 0:
+						counts["reserved"]++
+						resvs = append(resvs, resv{now + r[5], n})
+					case r[2] == 1:
+						counts["granted"]++
+					default:
+						counts["refused"]++
+						lastWait = r[5]
+					}
+				}
+			case x < 13 && len(resvs) > 0:
+				k := rng.IntN(len(resvs))
+				r := resvs[k]
+				resvs = slices.Delete(resvs, k, k+1)
+				run(step, "main", 1, e.callArgs(keyCancel, r.n, r.at, false, "", nil)[1:]...)
+				counts["cancel"]++
+			case x < 14:
+				run(step, "main", 1, e.callArgs(keyRelease, 1+rng.Int64N(3), 0, false, "", nil)[1:]...)
+				counts["release"]++
+			case x < 15:
+				run(step, "main", 1, e.callArgs(keyStatus, 1, 0, false, "", nil)[1:]...)
+			case x < 16 && rng.IntN(3) == 0:
+				// The state gone, its list left: as after a reset of an
+				// older redlimit, or an eviction.
+				for _, keys := range twins {
+					rdb.Del(ctx, keys[0])
+				}
+				counts["state dropped"]++
+			case x < 17 && rng.IntN(3) == 0:
+				how := redlimit.SetKeepState
+				if rng.IntN(3) == 0 {
+					how = redlimit.SetResetState
+				}
+				setPolicy(how)
+				resvs = nil
+				counts["policy changed"]++
+			default:
+				switch rng.IntN(6) {
+				case 0:
+					now += rng.Int64N(1000) // within the ms, or the next
+				case 4:
+					now += e.cfg.Limits[0].Interval.Microseconds() // an entry just left
+				case 5:
+					now += 1000 * (1 + rng.Int64N(5))
+				case 1:
+					now += rng.Int64N(300_000) // often past the window
+				default:
+					now += rng.Int64N(30_000)
+				}
+			}
+		}
+	}
+	t.Logf("%d traces: %v", *logTwinTraces, counts)
+	for _, k := range []string{"granted", "reserved", "refused", "cancel", "release", "state dropped", "policy changed"} {
+		if counts[k] == 0 {
+			t.Fatalf("traces missed %s", k)
+		}
+	}
+}
+
+// checkLogTTL checks the TTLs of a key's state st and its list after a
+// call r at now (µs, injected) that wrote st: the state's expiry plus the
+// minute a caller's clock adds, as set during the call (run down by at
+// most the ms between the Redis TIME read before it and after the PTTLs).
+func checkLogTTL(t *testing.T, seed uint64, step int, st string, now int64, r twinRun) {
+	t.Helper()
+	_, state, ok := strings.Cut(st, "|l")
+	f := strings.Fields(state)
+	if !ok || len(f) != 3 {
+		return // not a sliding log's state (one of another version)
+	}
+	last, _ := strconv.ParseInt(f[0], 36, 64)
+	off, _ := strconv.ParseInt(f[1], 36, 64)
+	want := max(((last+off)*1000-now+999)/1000, 1) + 60000
+	elapsed := r.t2/1000 - r.t1/1000
+	for _, ttl := range []int64{r.ttl, r.listTTL} {
+		if ttl < want-elapsed || ttl > want {
+			t.Fatalf("seed %d step %d: TTLs %d (state) %d (list), want %d (less at most %d ms)", seed, step, r.ttl, r.listTTL, want, elapsed)
+		}
+	}
+}

@@ -119,8 +119,8 @@ type policyEntry struct {
 	lists bool
 	read  time.Time // when it was read (time.Now)
 	// ev is "EPOCH VERSION" (base 36), the policy as a lone acquire sends
-	// it (policy.lua's policy_lone), where one can: one limit, without a
-	// list, taking effect at an unknown instant; else nil.
+	// it (policy.lua's policy_lone), where one can: one limit, taking
+	// effect at an unknown instant; else nil.
 	ev any
 	// keyHead is what the policy's state keys begin with
 	// (policyKeyHead): made once, not per call.
@@ -275,7 +275,7 @@ func makeEntry(prefix, name, limits string, version, epoch, since int64) (*polic
 	}
 	e := &policyEntry{cfg: cfg, args: args, most: cfg.MaxPermits(), lists: lists, read: time.Now(),
 		keyHead: policyKeyHead(prefix, name)}
-	if len(parts) == 1 && !lists && since == 0 {
+	if len(parts) == 1 && since == 0 {
 		e.ev = args[0].(string) + " " + args[1].(string)
 	}
 	return e, nil
@@ -543,6 +543,14 @@ type keyedArgs struct {
 	lone [cmdHead + loneArgs]any
 }
 
+// keyedLogArgs is keyedArgs for a policy of one sliding log: its KEYS
+// are the key's state and its list.
+type keyedLogArgs struct {
+	keys [2]string
+	cmd  [cmdHead + 1 + keyedArgsMax]any
+	lone [cmdHead + 1 + loneArgs]any
+}
+
 // cmdHead is the room an FCALL of one key takes before its ARGV.
 const cmdHead = 4
 
@@ -566,6 +574,20 @@ func (e *policyEntry) call(prefix string, k redlimit.PolicyKey, op string, n, ar
 		}
 		b.lone = [cmdHead + loneArgs]any{cmdHead: nil, args[2], args[3], e.ev, e.args[3]}
 		return keyedCall{keys: b.keys[:], args: args, lone: b.lone[cmdHead:], cmd: b.lone[:]}
+	}
+	if e.lists && len(e.cfg.Limits) == 1 && 7+len(e.args)+len(old) <= keyedArgsMax {
+		const head = cmdHead + 1 // two KEYS
+		b := new(keyedLogArgs)
+		// One string holds both keys (policyStateKeys): the list's is the
+		// state's and "1".
+		list := e.keyHead + nameEscaper.Replace(k.Key) + "}1"
+		b.keys[0], b.keys[1] = list[:len(list)-1], list
+		args := e.appendArgs(b.cmd[head:head], op, n, arg, fresh, oldVersion, old)
+		if op != keyAcquire || e.ev == nil || fresh || oldVersion != "" || len(old) > 0 {
+			return keyedCall{keys: b.keys[:], args: args, cmd: b.cmd[:head+len(args)]}
+		}
+		b.lone = [head + loneArgs]any{head: nil, args[2], args[3], e.ev, e.args[3]}
+		return keyedCall{keys: b.keys[:], args: args, lone: b.lone[head:], cmd: b.lone[:]}
 	}
 	return keyedCall{keys: policyStateKeys(prefix, k, e.listKeys()), args: e.callArgs(op, n, arg, fresh, oldVersion, old)}
 }

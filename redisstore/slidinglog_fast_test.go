@@ -174,6 +174,35 @@ func TestSlidingLogFastPathTwins(t *testing.T) {
 			}
 			return out
 		}
+		// acquire asks for n permits, waiting up to wait (µs), in a form
+		// of call taken at random: alone (both forms) or in a batch.
+		acquire := func(step int, n, wait int64) {
+			var out [2]twinRun
+			switch rng.IntN(3) {
+			case 0:
+				out = run(step, "main", 1, e.callArgs(keyAcquire, n, wait, false, "", nil)[1:]...)
+			case 1:
+				out = run(step, "main", 1, n, wait, e.args[0].(string)+" "+e.args[1].(string), e.args[3])
+			default:
+				args := e.callArgs(keyAcquire, n, wait, false, "", nil)[1:]
+				args = append([]any{2, len(args) + 1}, args...)
+				out = run(step, "batch", 2, append(args, repeatCall)...)
+			}
+			for _, r := range out[0].replies {
+				switch {
+				case r[1] != 0:
+					counts["other"]++
+				case r[2] == 1 && r[5] > 0:
+					counts["reserved"]++
+					resvs = append(resvs, resv{now + r[5], n})
+				case r[2] == 1:
+					counts["granted"]++
+				default:
+					counts["refused"]++
+					lastWait = r[5]
+				}
+			}
+		}
 		for step := range 60 {
 			switch x := rng.IntN(20); {
 			case x < 12:
@@ -190,31 +219,7 @@ func TestSlidingLogFastPathTwins(t *testing.T) {
 				case 2:
 					wait = lastWait + 1000*rng.Int64N(2) - 1000*rng.Int64N(2) // at the edge
 				}
-				var out [2]twinRun
-				switch rng.IntN(3) {
-				case 0:
-					out = run(step, "main", 1, e.callArgs(keyAcquire, n, wait, false, "", nil)[1:]...)
-				case 1:
-					out = run(step, "main", 1, n, wait, e.args[0].(string)+" "+e.args[1].(string), e.args[3])
-				default:
-					args := e.callArgs(keyAcquire, n, wait, false, "", nil)[1:]
-					args = append([]any{2, len(args) + 1}, args...)
-					out = run(step, "batch", 2, append(args, repeatCall)...)
-				}
-				for _, r := range out[0].replies {
-					switch {
-					case r[1] != 0:
-						counts["other"]++
-					case r[2] == 1 && r[5] > 0:
-						counts["reserved"]++
-						resvs = append(resvs, resv{now + r[5], n})
-					case r[2] == 1:
-						counts["granted"]++
-					default:
-						counts["refused"]++
-						lastWait = r[5]
-					}
-				}
+				acquire(step, n, wait)
 			case x < 13 && len(resvs) > 0:
 				k := rng.IntN(len(resvs))
 				r := resvs[k]
@@ -241,6 +246,14 @@ func TestSlidingLogFastPathTwins(t *testing.T) {
 				setPolicy(how)
 				resvs = nil
 				counts["policy changed"]++
+			case x < 18 && rng.IntN(2) == 0:
+				// A run of grants a ms or so apart: a log longer than
+				// the fast path reads at once.
+				for range 3 + rng.IntN(12) {
+					now += 1000 + rng.Int64N(1000)
+					acquire(step, 1, 0)
+				}
+				counts["runs"]++
 			default:
 				switch rng.IntN(6) {
 				case 0:
@@ -258,7 +271,7 @@ func TestSlidingLogFastPathTwins(t *testing.T) {
 		}
 	}
 	t.Logf("%d traces: %v", *logTwinTraces, counts)
-	for _, k := range []string{"granted", "reserved", "refused", "cancel", "release", "state dropped", "policy changed"} {
+	for _, k := range []string{"granted", "reserved", "refused", "cancel", "release", "state dropped", "policy changed", "runs"} {
 		if counts[k] == 0 {
 			t.Fatalf("traces missed %s", k)
 		}

@@ -241,8 +241,16 @@ algorithms['sliding-log'] = {
 local slidinglogFast = true
 
 -- slidinglogChunk is how many list elements slidinglog_fast reads from the
--- head at once: the whole log of a key asked a few times a window.
+-- head at once: the whole log of a key asked a few times a window. The
+-- numbers it sends Redis go as text (slidinglogTrims: the LTRIM of k
+-- elements): Redis prints a Lua number it is sent with "%.17g". (A
+-- function library's loading sees no globals: no tostring here.)
 local slidinglogChunk = 16
+local slidinglogTrims = {[2] = '2', [4] = '4', [6] = '6', [8] = '8', [10] = '10', [12] = '12', [14] = '14', [16] = '16'}
+
+-- slidinglogNow, slidinglogNowText: the text of the latest instant
+-- slidinglog_fast pushed, made once for the calls of a batch at one ms.
+local slidinglogNow, slidinglogNowText
 
 -- slidinglog_fast is the acquire of a keyed policy of one sliding log
 -- (policy.lua), on a key whose state is empty, past its expiry, or of this
@@ -253,10 +261,11 @@ local slidinglogChunk = 16
 -- having changed nothing, and the general path serves the call. It writes
 -- what that path writes (the acquire above, its state string and TTLs),
 -- with no table but its reply, no pcall, and the list read once: one
--- LRANGE from the head, which holds the tail too when the log is short.
--- p36 and ttlText are policy.lua's policy_p36 and policy_ttl; interval is
--- in ms, rate and n in permits.
-local function slidinglog_fast(key, listKey, raw, head, from, start, injected, rate, interval, n, maxWait, p36, ttlText)
+-- LRANGE from the head, which holds the tail too when the log is short,
+-- each element read as a number at most once. p36 and numText are
+-- policy.lua's policy_p36 and policy_ttl (a number's decimal text, kept);
+-- interval is in ms, rate and n in permits.
+local function slidinglog_fast(key, listKey, raw, head, from, start, injected, rate, interval, n, maxWait, p36, numText)
   if not slidinglogFast then return nil end
   local now = floor(start / 1000)
   local total, expiry, trim = 0, 0, 0 -- trim: list elements to drop at the head
@@ -276,27 +285,35 @@ local function slidinglog_fast(key, listKey, raw, head, from, start, injected, r
     else
       empty = nil
       total = tonumber(t, 36)
-      local chunk = redis.call('LRANGE', listKey, 0, slidinglogChunk - 1)
+      local chunk = redis.call('LRANGE', listKey, '0', '15')
       local m = #chunk
       if m < 2 or m % 2 == 1 then return nil end
-      -- The elements at the head that have left the window.
-      local cut, sum = now - interval, 0
+      -- The elements at the head that have left the window; a, the
+      -- instant of the first entry left (nil: none).
+      local cut, sum, a = now - interval, 0, nil
       while trim < m do
-        local a, p = tonumber(chunk[trim + 1]), tonumber(chunk[trim + 2])
-        if not a or not p then return nil end
+        a = tonumber(chunk[trim + 1])
+        if not a then return nil end
         if a > cut then break end
+        local p = tonumber(chunk[trim + 2])
+        if not p then return nil end
         sum = sum + p
         trim = trim + 2
       end
       if m < slidinglogChunk then
-        tAt, tPermits = tonumber(chunk[m - 1]), tonumber(chunk[m])
+        tAt, tPermits = a, chunk[m] -- the permits read only when needed
+        if trim < m - 2 then tAt = tonumber(chunk[m - 1]) end
       elseif trim == m then
         return nil -- the head goes on past the chunk
       else
-        local t = redis.call('LRANGE', listKey, -2, -1)
-        tAt, tPermits = tonumber(t[1]), tonumber(t[2])
+        local t = redis.call('LRANGE', listKey, '-2', '-1')
+        tAt, tPermits = tonumber(t[1]), t[2]
       end
-      if not tAt or not tPermits or tAt > now then return nil end -- a reservation
+      if not tAt or tAt > now then return nil end -- unreadable, or a reservation
+      if tAt == now then
+        tPermits = tonumber(tPermits)
+        if not tPermits then return nil end
+      end
       total = total - sum
       local need = total + n - rate
       if need > 0 then
@@ -324,18 +341,21 @@ local function slidinglog_fast(key, listKey, raw, head, from, start, injected, r
   if empty == 'del' then
     redis.call('DEL', listKey)
   elseif trim > 0 then
-    redis.call('LTRIM', listKey, trim, -1)
+    redis.call('LTRIM', listKey, slidinglogTrims[trim], '-1')
   end
   if tAt == now then
-    redis.call('LSET', listKey, -1, str(tPermits + n))
-  elseif redis.call('RPUSH', listKey, str(now), str(n)) ~= 2 and empty == 'new' then
-    redis.call('LTRIM', listKey, -2, -1) -- a list whose state is gone
+    redis.call('LSET', listKey, '-1', numText(tPermits + n))
+  else
+    if now ~= slidinglogNow then slidinglogNow, slidinglogNowText = now, str(now) end
+    if redis.call('RPUSH', listKey, slidinglogNowText, numText(n)) ~= 2 and empty == 'new' then
+      redis.call('LTRIM', listKey, '-2', '-1') -- a list whose state is gone
+    end
   end
   total = total + n
   local e = (now + interval) * 1000
   local ttl = later(ceildiv(e - start, 1000), 1)
   if injected then ttl = ttl + 60000 end
-  ttl = ttlText(ttl)
+  ttl = numText(ttl)
   redis.call('PEXPIRE', listKey, ttl)
   local n1, n2, n3, n4, n5, n6 = p36(now)
   local i1, i2, i3, i4, i5, i6 = p36(interval)

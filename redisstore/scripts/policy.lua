@@ -200,6 +200,11 @@ local function policy_make_heads(ev)
   h.nf, h.nc, h.nt, h.nq = #h.f + 1, #h.c + 1, #h.t + 1, #h.q + 1
   h.l = base .. 'l'
   h.nl = #h.l + 1
+  -- A window's state after its head (policy_fast), the head in the
+  -- pattern, escaped: one match, no find before it.
+  local quoted = string.gsub(base, '%W', '%%%0')
+  h.fpat = '^' .. quoted .. 'f(%w+) (%w+) (%-?%w+) (%w+)$'
+  h.cpat = '^' .. quoted .. 'c(%w+) (%w+) (%-?%w+) (%-?%w+) (%w+) ?(%-?%w*) ?(%w*)$'
   return h
 end
 local function policy_heads(epoch, versionText)
@@ -225,10 +230,35 @@ local function policy_heads1(ev)
   return h
 end
 
--- policy_signed36 reads a whole number in base 36, "-" first when negative.
-local function policy_signed36(x)
-  if string.byte(x) == 45 then return -tonumber(string.sub(x, 2), 36) end -- '-'
-  return tonumber(x, 36)
+
+-- policyTexts and policyValues keep the base-36 texts of the numbers a
+-- window's state holds, and the numbers of such texts, both ways: in a
+-- run the calls share an instant, so the offsets from it (a window's
+-- start and end) and the small counts recur from key to key, and a
+-- lookup costs a fraction of writing or reading the text anew. Emptied
+-- when each holds 4096. Read as policyTexts[x] or policy_text36(x).
+local policyTexts, policyTextCount = {}, 0
+local function policy_text36(x)
+  local v = policy_b36(x)
+  if policyTextCount == 4096 then policyTexts, policyTextCount = {}, 0 end
+  policyTexts[x], policyTextCount = v, policyTextCount + 1
+  return v
+end
+-- policy_value36 reads a whole number in base 36 ("-" first when
+-- negative; nil when unreadable), as policyValues[s] or policy_value36(s).
+local policyValues, policyValueCount = {}, 0
+local function policy_value36(s)
+  local v
+  if string.byte(s) == 45 then -- '-'
+    v = tonumber(string.sub(s, 2), 36)
+    if v then v = -v end
+  else
+    v = tonumber(s, 36)
+  end
+  if not v then return nil end
+  if policyValueCount == 4096 then policyValues, policyValueCount = {}, 0 end
+  policyValues[s], policyValueCount = v, policyValueCount + 1
+  return v
 end
 
 -- policy_fast is the acquire of a policy of one fixed window, sliding
@@ -251,12 +281,15 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
   if p.impl == fixedImpl then
     local ws, q, expiry = nil, 0, 0
     local head = heads.f
+    local texts, values = policyTexts, policyValues
     if raw then
-      if string.find(raw, head, 1, true) ~= 1 then return nil end
-      local l, x, s, k, m = string.match(raw, '^(%w+) (%w+) (%-?)(%w+) (%w+)$', heads.nf)
-      if not l then return nil end
-      l, x, q, ws = tonumber(l, 36), tonumber(x, 36), tonumber(m, 36), tonumber(k, 36)
-      if s == '-' then ws = -ws end
+      -- "last expiry start permits" after the head, the start an offset
+      -- from last (maybe negative), the window's end expiry.
+      local L, X, W, M = string.match(raw, heads.fpat)
+      if not L then return nil end
+      local l, x = values[L] or policy_value36(L), values[X] or policy_value36(X)
+      ws, q = values[W] or policy_value36(W), values[M] or policy_value36(M)
+      if not (l and x and ws and q) or q < 0 then return nil end
       ws, expiry = l + ws, l + x
       if l > now then now = l end
       if now >= expiry then ws = nil end -- past its expiry: empty
@@ -269,38 +302,35 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
     end
     q, ws, e = a1, a2, a3
     left = rate - q
-    local n1, n2, n3, n4, n5, n6 = p36(now)
-    local e1, e2, e3, e4, e5, e6 = p36(e - now)
-    local w1, w2, w3, w4, w5, w6 = p36(ws - now)
-    local q1, q2, q3, q4, q5, q6 = p36(q)
-    st = head .. n1 .. n2 .. n3 .. n4 .. n5 .. n6 .. ' ' .. e1 .. e2 .. e3 .. e4 .. e5 .. e6 .. ' ' ..
-      w1 .. w2 .. w3 .. w4 .. w5 .. w6 .. ' ' .. q1 .. q2 .. q3 .. q4 .. q5 .. q6
+    st = head .. (texts[now] or policy_text36(now)) .. ' ' .. (texts[e - now] or policy_text36(e - now)) .. ' ' ..
+      (texts[ws - now] or policy_text36(ws - now)) .. ' ' .. (texts[q] or policy_text36(q))
   elseif p.impl == counterImpl then
     local tail, s1, p1, s2, p2 = 0, nil, 0, nil, 0
     local head = heads.c
+    local texts, values = policyTexts, policyValues
     if raw then
-      if string.find(raw, head, 1, true) ~= 1 then return nil end
-      -- One window, then a second one if the state goes on.
-      local _, stop, l, x, t, g1, a1, b1 = string.find(raw, '^(%w+) (%w+) (%-?%w+) (%-?)(%w+) (%w+)', heads.nc)
+      -- "last expiry tail start permits", then a second window's "start
+      -- permits" if the state has one; every separator there: the
+      -- length tells.
+      local l, x, t, a1, b1, a2, b2 = string.match(raw, heads.cpat)
       if not l then return nil end
-      local g2, a2, b2
-      if stop < #raw then
-        g2, a2, b2 = string.match(raw, '^ (%-?)(%w+) (%w+)$', stop + 1)
-        if not a2 then return nil end
-      end
-      l = tonumber(l, 36)
-      local expiry = l + tonumber(x, 36)
-      if l > now then now = l end
+      local size = heads.nc + #l + #x + #t + #a1 + #b1 + 3
+      if a2 ~= '' then size = size + #a2 + #b2 + 2 end
+      if #raw ~= size or (a2 == '') ~= (b2 == '') then return nil end
+      local L, X = values[l] or policy_value36(l), values[x] or policy_value36(x)
+      if not (L and X) then return nil end
+      local expiry = L + X
+      if L > now then now = L end
       if now < expiry then -- else past its expiry: empty
-        s1, p1 = tonumber(a1, 36), tonumber(b1, 36)
-        if g1 == '-' then s1 = -s1 end
-        -- The fast path writes the tail as 0: read only another one.
-        if t == '0' then tail = l else tail = l + policy_signed36(t) end
-        s1 = l + s1
-        if a2 then
-          s2, p2 = tonumber(a2, 36), tonumber(b2, 36)
-          if g2 == '-' then s2 = -s2 end
-          s2 = l + s2
+        -- The fast path writes the tail as 0.
+        local T = values[t] or policy_value36(t)
+        s1, p1 = values[a1] or policy_value36(a1), values[b1] or policy_value36(b1)
+        if not (T and s1 and p1) or p1 < 0 then return nil end
+        tail, s1 = L + T, L + s1
+        if a2 ~= '' then
+          s2, p2 = values[a2] or policy_value36(a2), values[b2] or policy_value36(b2)
+          if not (s2 and p2) or p2 < 0 then return nil end
+          s2 = L + s2
         end
       end
     end
@@ -308,16 +338,13 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
     ok, left, e, k, s1, p1, s2, p2 = counter_grant(now, rate, interval, n, tail, s1, p1, s2, p2)
     if not ok then return nil end
     -- The tail is now: 0.
-    local n1, n2, n3, n4, n5, n6 = p36(now)
-    local e1, e2, e3, e4, e5, e6 = p36(e - now)
-    local s11, s12, s13, s14, s15, s16 = p36(s1 - now)
-    local p11, p12, p13, p14, p15, p16 = p36(p1)
-    st = head .. n1 .. n2 .. n3 .. n4 .. n5 .. n6 .. ' ' .. e1 .. e2 .. e3 .. e4 .. e5 .. e6 .. ' 0 ' ..
-      s11 .. s12 .. s13 .. s14 .. s15 .. s16 .. ' ' .. p11 .. p12 .. p13 .. p14 .. p15 .. p16
     if k == 2 then
-      local s21, s22, s23, s24, s25, s26 = p36(s2 - now)
-      local p21, p22, p23, p24, p25, p26 = p36(p2)
-      st = st .. ' ' .. s21 .. s22 .. s23 .. s24 .. s25 .. s26 .. ' ' .. p21 .. p22 .. p23 .. p24 .. p25 .. p26
+      st = head .. (texts[now] or policy_text36(now)) .. ' ' .. (texts[e - now] or policy_text36(e - now)) .. ' 0 ' ..
+        (texts[s1 - now] or policy_text36(s1 - now)) .. ' ' .. (texts[p1] or policy_text36(p1)) .. ' ' ..
+        (texts[s2 - now] or policy_text36(s2 - now)) .. ' ' .. (texts[p2] or policy_text36(p2))
+    else
+      st = head .. (texts[now] or policy_text36(now)) .. ' ' .. (texts[e - now] or policy_text36(e - now)) .. ' 0 ' ..
+        (texts[s1 - now] or policy_text36(s1 - now)) .. ' ' .. (texts[p1] or policy_text36(p1))
     end
   else
     -- A bucket's state "last owed": counted under this version's limit.

@@ -203,8 +203,8 @@ local function policy_make_heads(ev)
   -- A window's state after its head (policy_fast), the head in the
   -- pattern, escaped: one match, no find before it.
   local quoted = string.gsub(base, '%W', '%%%0')
-  h.fpat = '^' .. quoted .. 'f(%w+) (%w+) (%-?%w+) (%w+)$'
-  h.cpat = '^' .. quoted .. 'c(%w+) (%w+) (%-?%w+) (%-?%w+) (%w+) ?(%-?%w*) ?(%w*)$'
+  h.fpat = '^' .. quoted .. 'f(%w+) (%w+) (%-?)(%w+) (%w+)$'
+  h.cpat = '^' .. quoted .. 'c(%w+) (%w+) (%-?%w+) (%-?)(%w+) (%w+) ?(%-?)(%w*) ?(%w*)$'
   return h
 end
 local function policy_heads(epoch, versionText)
@@ -237,6 +237,9 @@ end
 -- start and end) and the small counts recur from key to key, and a
 -- lookup costs a fraction of writing or reading the text anew. Emptied
 -- when each holds 4096. Read as policyTexts[x] or policy_text36(x).
+-- Not the instants a state holds, read at once: they are when its key
+-- was last written, seldom another key's, so a lookup would mostly miss
+-- and add an entry.
 local policyTexts, policyTextCount = {}, 0
 local function policy_text36(x)
   local v = policy_b36(x)
@@ -278,6 +281,7 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
   local p36 = policy_p36
   local st -- the key's string written: one concatenation
   local left
+  local was = 0 -- the expiry of the state read (0: none, or past it)
   if p.impl == fixedImpl then
     local ws, q, expiry = nil, 0, 0
     local head = heads.f
@@ -285,14 +289,16 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
     if raw then
       -- "last expiry start permits" after the head, the start an offset
       -- from last (maybe negative), the window's end expiry.
-      local L, X, W, M = string.match(raw, heads.fpat)
+      local L, X, G, W, M = string.match(raw, heads.fpat)
       if not L then return nil end
-      local l, x = values[L] or policy_value36(L), values[X] or policy_value36(X)
-      ws, q = values[W] or policy_value36(W), values[M] or policy_value36(M)
+      -- The instants read at once, the counts through policyValues.
+      local l, x = tonumber(L, 36), tonumber(X, 36)
+      ws, q = tonumber(W, 36), values[M] or policy_value36(M)
       if not (l and x and ws and q) or q < 0 then return nil end
+      if G ~= '' then ws = -ws end
       ws, expiry = l + ws, l + x
       if l > now then now = l end
-      if now >= expiry then ws = nil end -- past its expiry: empty
+      if now >= expiry then ws = nil else was = expiry end -- past its expiry: empty
       if ws and ws > now then return nil end -- a reservation
     end
     local ok, a1, a2, a3 = window_grant(now, rate, interval, n, ws, q, expiry, maxWait)
@@ -312,24 +318,28 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
       -- "last expiry tail start permits", then a second window's "start
       -- permits" if the state has one; every separator there: the
       -- length tells.
-      local l, x, t, a1, b1, a2, b2 = string.match(raw, heads.cpat)
+      local l, x, t, g1, a1, b1, g2, a2, b2 = string.match(raw, heads.cpat)
       if not l then return nil end
-      local size = heads.nc + #l + #x + #t + #a1 + #b1 + 3
-      if a2 ~= '' then size = size + #a2 + #b2 + 2 end
+      local size = heads.nc + #l + #x + #t + #g1 + #a1 + #b1 + 3
+      if a2 ~= '' then size = size + #g2 + #a2 + #b2 + 2 elseif g2 ~= '' then return nil end
       if #raw ~= size or (a2 == '') ~= (b2 == '') then return nil end
-      local L, X = values[l] or policy_value36(l), values[x] or policy_value36(x)
+      -- The instants read at once, the counts through policyValues.
+      local L, X = tonumber(l, 36), tonumber(x, 36)
       if not (L and X) then return nil end
       local expiry = L + X
       if L > now then now = L end
       if now < expiry then -- else past its expiry: empty
+        was = expiry
         -- The fast path writes the tail as 0.
         local T = values[t] or policy_value36(t)
-        s1, p1 = values[a1] or policy_value36(a1), values[b1] or policy_value36(b1)
+        s1, p1 = tonumber(a1, 36), values[b1] or policy_value36(b1)
         if not (T and s1 and p1) or p1 < 0 then return nil end
+        if g1 ~= '' then s1 = -s1 end
         tail, s1 = L + T, L + s1
         if a2 ~= '' then
-          s2, p2 = values[a2] or policy_value36(a2), values[b2] or policy_value36(b2)
+          s2, p2 = tonumber(a2, 36), values[b2] or policy_value36(b2)
           if not (s2 and p2) or p2 < 0 then return nil end
+          if g2 ~= '' then s2 = -s2 end
           s2 = L + s2
         end
       end
@@ -372,9 +382,15 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
     local a1, a2, a3, a4, a5, a6 = p36(after)
     st = head .. n1 .. n2 .. n3 .. n4 .. n5 .. n6 .. ' ' .. a1 .. a2 .. a3 .. a4 .. a5 .. a6
   end
-  local ttl = later(ceildiv(e - start, 1000), 1)
-  if injected then ttl = ttl + 60000 end
-  redis.call('SET', key, st, 'PX', policy_ttl(ttl))
+  if e == was and not injected then
+    -- The key's TTL already ends there: SET sets none, so Redis neither
+    -- drops and adds the key's expiry nor rewrites the command.
+    redis.call('SET', key, st, 'KEEPTTL')
+  else
+    local ttl = later(ceildiv(e - start, 1000), 1)
+    if injected then ttl = ttl + 60000 end
+    redis.call('SET', key, st, 'PX', policy_ttl(ttl))
+  end
   return {start, 1, left, later(e - start, 0)}
 end
 

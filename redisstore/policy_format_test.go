@@ -182,3 +182,44 @@ func TestKeyedWindowStates(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyedWindowTTL: on Redis's clock, a window's key expires when its
+// state stops counting (a fixed window at its window's end, a sliding
+// counter one window later), whether a call starts the window's state or
+// adds to it (the fast path then keeps the TTL the first call set).
+func TestKeyedWindowTTL(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	s := newStore(t, rdb)
+	for _, tc := range []struct {
+		alg   redlimit.Algorithm
+		after time.Duration // from the window's start to the key's expiry
+	}{{redlimit.FixedWindow, time.Hour}, {redlimit.SlidingCounter, 2 * time.Hour}} {
+		p, err := redlimit.NewPolicy(s, string(tc.alg), []redlimit.Config{redlimit.PerInterval(100, time.Hour).WithAlgorithm(tc.alg)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := s.Prefix() + "{" + string(tc.alg) + "%:k}"
+		// At most twice: the calls and the reads fall in one window but
+		// for those around an hour's turn.
+		for try := 0; ; try++ {
+			t1 := rdb.Time(ctx).Val()
+			for i := range 3 {
+				r, err := p.Key("k").TryAcquire(ctx, 1)
+				if err != nil || !r.Allowed {
+					t.Fatalf("%s: call %d = %+v, %v", tc.alg, i, r, err)
+				}
+			}
+			ttl := rdb.PTTL(ctx, key).Val()
+			t2 := rdb.Time(ctx).Val()
+			if w := t1.Truncate(time.Hour); !t2.Truncate(time.Hour).Equal(w) && try == 0 {
+				continue
+			}
+			end := t2.Truncate(time.Hour).Add(tc.after)
+			if lo, hi := end.Sub(t2), end.Sub(t1)+time.Millisecond; ttl < lo || ttl > hi {
+				t.Errorf("%s: TTL %v; want [%v, %v]", tc.alg, ttl, lo, hi)
+			}
+			break
+		}
+	}
+}

@@ -299,3 +299,59 @@ func checkLogTTL(t *testing.T, seed uint64, step int, st string, now int64, r tw
 		}
 	}
 }
+
+// TestSlidingLogFastSameMsTTL: on Redis's clock, acquires on one key in
+// one run (one instant, so one ms) take the fast path after the first
+// with the state's and the list's expiry unchanged: the TTLs stay as the
+// first set them, and the state and list come out as the general path
+// writes them, each key living its interval from that ms.
+func TestSlidingLogFastSameMsTTL(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	s, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	script := redis.NewScript(limiterLua + slidingLogTwinScript)
+	const name = "same-ms"
+	cfg := redlimit.PerInterval(100, time.Hour).WithAlgorithm(redlimit.SlidingLog)
+	if _, _, err := s.SetPolicy(ctx, name, redlimit.PolicyConfig{Limits: []redlimit.Config{cfg}}, redlimit.SetResetState); err != nil {
+		t.Fatal(err)
+	}
+	e, _, err := s.policyFor(ctx, name, &redlimit.PolicyConfig{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := e.callArgs(keyAcquire, 1, 0, false, "", nil)[1:]
+	args = append([]any{2, len(args) + 1}, args...)
+	args = append(args, repeatCall, repeatCall) // three calls
+	var stored [2][]string
+	for i, fast := range []string{"1", "0"} {
+		keys := policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: name, Key: "k" + fast}, 1)
+		ks := append(append(append([]string{}, keys...), keys...), keys...)
+		raw, err := script.Run(ctx, rdb, ks, append([]any{fast, "batch", ""}, args...)...).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, what := range []string{"state", "list"} {
+			if ttl := time.Duration(raw[1+j].(int64)) * time.Millisecond; ttl <= 59*time.Minute || ttl > time.Hour {
+				t.Errorf("fast %s: %s TTL %v; want (59m, 1h]", fast, what, ttl)
+			}
+		}
+		st := rdb.Get(ctx, keys[0]).Val()
+		list := rdb.LRange(ctx, keys[1], 0, -1).Val()
+		if len(list) != 2 || list[1] != "3" {
+			t.Errorf("fast %s: list %q; want one entry of 3 permits", fast, list)
+		}
+		// After the state's last (the run's ms): its expiry, one interval
+		// (1h in ms, base 36) on, and the 3 permits counted.
+		if !strings.HasSuffix(st, " 255s0 3") {
+			t.Errorf("fast %s: state %q; want the interval (1h in ms) and a count of 3", fast, st)
+		}
+		stored[i] = list
+	}
+	if stored[0][1] != stored[1][1] {
+		t.Errorf("lists: fast %q, general %q", stored[0], stored[1])
+	}
+}

@@ -273,6 +273,9 @@ local function slidinglog_fast(key, listKey, raw, head, from, start, injected, r
   -- empty: the list starts anew, 'del' (the state past its expiry: the
   -- list is deleted) or 'new' (no state: a list left over is dropped).
   local empty = 'new'
+  -- kept: the state and the list expire at the instant this call would
+  -- set (a call in the same ms as the state's last): their TTLs stay.
+  local kept = false
   if raw then
     if string.find(raw, head, 1, true) ~= 1 then return nil end
     local l, x, t = string.match(raw, '^(%w+) (%w+) (%w+)$', from)
@@ -284,6 +287,7 @@ local function slidinglog_fast(key, listKey, raw, head, from, start, injected, r
       empty = 'del'
     else
       empty = nil
+      kept = not injected and expiry == now + interval and l == now
       total = tonumber(t, 36)
       local chunk = redis.call('LRANGE', listKey, '0', '15')
       local m = #chunk
@@ -353,14 +357,21 @@ local function slidinglog_fast(key, listKey, raw, head, from, start, injected, r
   end
   total = total + n
   local e = (now + interval) * 1000
-  local ttl = later(ceildiv(e - start, 1000), 1)
-  if injected then ttl = ttl + 60000 end
-  ttl = numText(ttl)
-  redis.call('PEXPIRE', listKey, ttl)
   local n1, n2, n3, n4, n5, n6 = p36(now)
   local i1, i2, i3, i4, i5, i6 = p36(interval)
   local t1, t2, t3, t4, t5, t6 = p36(total)
-  redis.call('SET', key, head .. n1 .. n2 .. n3 .. n4 .. n5 .. n6 .. ' ' .. i1 .. i2 .. i3 .. i4 .. i5 .. i6 .. ' ' ..
-    t1 .. t2 .. t3 .. t4 .. t5 .. t6, 'PX', ttl)
+  local st = head .. n1 .. n2 .. n3 .. n4 .. n5 .. n6 .. ' ' .. i1 .. i2 .. i3 .. i4 .. i5 .. i6 .. ' ' ..
+    t1 .. t2 .. t3 .. t4 .. t5 .. t6
+  if kept and trim == 0 then
+    -- The list was neither trimmed nor made anew: no PEXPIRE, and SET
+    -- keeps the state's TTL (Redis rewrites no command either).
+    redis.call('SET', key, st, 'KEEPTTL')
+  else
+    local ttl = later(ceildiv(e - start, 1000), 1)
+    if injected then ttl = ttl + 60000 end
+    ttl = numText(ttl)
+    redis.call('PEXPIRE', listKey, ttl)
+    redis.call('SET', key, st, 'PX', ttl)
+  end
   return {start, 1, later(rate - total, 0), later(e - start, 0)}
 end

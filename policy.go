@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/clock"
+	"github.com/redlimit/redlimit/internal/direct"
 )
 
 // Policy is one rule applied to many keys: a named list of one or more
@@ -47,6 +48,10 @@ type Policy struct {
 	statuses atomic.Pointer[statusSlab]
 	// obs is WithObserver's; nil: none.
 	obs Observer
+	// handle is the policy in a store of this process bound (NewPolicy),
+	// which makes the common grants without PolicyStore's whole path;
+	// nil: none.
+	handle direct.KeyHandle[PolicyConfig, LimitStatus]
 }
 
 // NewPolicy returns the policy called name in store. limits, when not nil,
@@ -74,6 +79,13 @@ func NewPolicy(store PolicyStore, name string, limits []Config, opts ...Option) 
 		return nil, &ArgumentError{Arg: "option", Reason: "a Policy takes WithFailurePolicy, WithMaxWait, WithClock, WithLogger and WithObserver only (its limits are NewPolicy's)", Kind: ErrInvalidArgument}
 	}
 	p := &Policy{store: store, name: name, clock: l.clock, policy: l.policy, maxWait: l.maxWait, logger: l.logger, obs: l.obs}
+	if b, ok := store.(direct.KeyBinder[PolicyConfig, LimitStatus]); ok {
+		// Not a type that embeds the store, whose own AcquireKey would
+		// be skipped.
+		if h := b.BindPolicy(direct.Token{}, name); h.Owner() == any(store) {
+			p.handle = h
+		}
+	}
 	if limits != nil {
 		norm, err := NormalizePolicy(limits)
 		if err != nil {
@@ -108,6 +120,15 @@ func (p *Policy) remember(c *PolicyConfig) {
 		if p.known.CompareAndSwap(old, &cc) {
 			return
 		}
+	}
+}
+
+// rememberShared is remember for a bound store's policy, which the store
+// never writes: the known policy becomes that very one, so that the next
+// calls compare pointers only.
+func (p *Policy) rememberShared(c *PolicyConfig) {
+	if old := p.known.Load(); old != c && (old == nil || old.Epoch != c.Epoch || old.Version <= c.Version) {
+		p.known.CompareAndSwap(old, c)
 	}
 }
 
@@ -240,6 +261,13 @@ func (k Keyed) acquire(ctx context.Context, n int64, maxWait time.Duration) (Res
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
+	}
+	if h := p.handle; h != nil {
+		// A grant at once: the same whatever the wait.
+		if a, ok := h.Take(k.key, n); ok {
+			p.rememberShared(a.Policy)
+			return Result{Allowed: true, Remaining: a.Remaining, At: time.UnixMicro(a.Now), Limits: a.Limits, ResetAfter: time.Duration(a.ResetAfter) * time.Microsecond}, nil
+		}
 	}
 	mustGrant := maxWait < 0
 	bounded := false

@@ -45,6 +45,9 @@ type pconf struct {
 	// bucket: compact, and the limit a token bucket, whose records
 	// AcquireKey takes from in place (take).
 	bucket bool
+	// status is the limit as a Result shows it (bucket only), with
+	// nothing of a decision: what a bound Policy's grants start from.
+	status redlimit.LimitStatus
 }
 
 // keyShard holds some of a policy's keys.
@@ -79,6 +82,38 @@ type keyShard struct {
 	// again to a decision that shows the same: never written once handed
 	// out, as no decision's Limits are.
 	last []redlimit.LimitState
+	// shown are the Limits of the bound Policy's grants (keyHandle) handed
+	// out last, under cc, in turn (shownNext the next to replace): given
+	// again to a grant that shows the same, never written once handed out.
+	// A hot key shows a few states by turns; so do keys of a full bucket.
+	shown     [shownRing]*[1]redlimit.LimitStatus
+	shownNext uint32
+	// statuses is room for the shown to come, as states is for Limits.
+	statuses []redlimit.LimitStatus
+}
+
+// shownRing is how many statuses a shard shows again (keyShard.shown).
+const shownRing = 4
+
+// shownStatus returns the Limits of a grant under cc that left rem and
+// whose bucket is whole again in reset µs; ks.mu is held.
+func (ks *keyShard) shownStatus(rem, reset int64) []redlimit.LimitStatus {
+	after := time.Duration(reset) * time.Microsecond
+	for _, a := range &ks.shown {
+		if a != nil && a[0].Remaining == rem && a[0].ResetAfter == after {
+			return a[:]
+		}
+	}
+	if len(ks.statuses) == 0 {
+		ks.statuses = make([]redlimit.LimitStatus, stateSlab)
+	}
+	a := (*[1]redlimit.LimitStatus)(ks.statuses)
+	ks.statuses = ks.statuses[1:]
+	a[0] = ks.cc.status
+	a[0].Remaining, a[0].ResetAfter = rem, after
+	ks.shown[ks.shownNext%shownRing] = a
+	ks.shownNext++
+	return a[:]
 }
 
 // oneState returns ls as the Limits of a decision; ks.mu is held. Keys
@@ -168,6 +203,7 @@ func (ks *keyShard) adopt(c *pconf) {
 		}
 	}
 	ks.c = records{}
+	ks.shown = [shownRing]*[1]redlimit.LimitStatus{}
 	if !c.compact {
 		ks.cc, ks.scratch = nil, nil
 		return
@@ -226,6 +262,9 @@ func (s *Store) makePconf(pc redlimit.PolicyConfig) (*pconf, error) {
 	p.compact = len(p.limits) == 1 && deficitOf(p.limits[0].spec.New()) != nil
 	_, p.bucket = p.limits[0].spec.New().(*tokenbucket.State)
 	p.bucket = p.bucket && p.compact
+	if p.bucket {
+		p.status = redlimit.LimitStatus{Name: redlimit.LimitName(pc.Limits[0]), Config: pc.Limits[0]}
+	}
 	return p, nil
 }
 
@@ -305,6 +344,7 @@ func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
 		ks := &p.keys[i]
 		ks.mu.Lock()
 		ks.m, ks.c, ks.cc, ks.scratch, ks.states, ks.last = nil, records{}, nil, nil, nil, nil
+		ks.shown, ks.statuses = [shownRing]*[1]redlimit.LimitStatus{}, nil
 		ks.mu.Unlock()
 	}
 	return had, nil
@@ -632,32 +672,54 @@ func (k *pcall) acquireOne(n int64, maxWait time.Duration) (redlimit.PolicyDecis
 	return d, nil
 }
 
-// take is AcquireKey's common case, taken straight from the key's record:
-// a policy of one token bucket, a key that has its record under it, whose
-// bucket grants n now (tokenbucket.State.Take). ok false: any other case,
-// nothing changed, for the whole path to answer (and report errors). d,
-// zero, gets the decision.
+// take is AcquireKey's common case, taken straight from the key's record
+// (takeRecord). ok false: any other case, nothing changed, for the whole
+// path to answer (and report errors). d, zero, gets the decision.
 func (s *Store) take(ctx context.Context, k redlimit.PolicyKey, n int64, d *redlimit.PolicyDecision) bool {
 	if s.noTake || k.Validate() != nil || ctx.Err() != nil {
 		return false
 	}
 	p := s.policyOf(k.Policy, false)
-	if p == nil {
+	var g grant
+	if p == nil || !s.takeRecord(p, k.Key, n, &g) {
 		return false
 	}
+	ls := redlimit.LimitState{Remaining: g.rem, ResetAfter: time.Duration(g.reset) * time.Microsecond}
+	limits := g.ks.oneState(ls)
+	g.ks.mu.Unlock()
+	d.Granted, d.Refused, d.Limits, d.Policy = true, -1, limits, g.c.PolicyConfig
+	d.Now = time.UnixMicro(g.now)
+	d.At = d.Now
+	return true
+}
+
+// grant is a grant takeRecord made: under c, on shard ks, at now (µs),
+// leaving rem, the bucket whole again after reset µs.
+type grant struct {
+	c               *pconf
+	ks              *keyShard
+	rem, reset, now int64
+}
+
+// takeRecord grants n (1..algorithm.MaxRate) permits to key of p in the
+// common case, straight from the key's record: a policy of one token
+// bucket, a key that has its record under it (or none yet), whose bucket
+// grants n now (tokenbucket.State.Take). It returns true with g filled
+// and g.ks.mu held; or false, nothing changed and no lock held.
+func (s *Store) takeRecord(p *policy, key string, n int64, g *grant) bool {
 	c := p.cfg.Load()
 	if c == nil || !c.bucket {
 		return false
 	}
-	h := s.keyHash(k.Key)
+	h := s.keyHash(key)
 	ks := &p.keys[h&(keyShards-1)]
 	now := s.nowUS()
 	ks.mu.Lock()
-	if ks.cc != c || len(ks.m) > 0 && ks.m[k.Key] != nil {
+	if ks.cc != c || len(ks.m) > 0 && ks.m[key] != nil {
 		ks.mu.Unlock()
 		return false
 	}
-	i, taken := ks.c.find(h, k.Key)
+	i, taken := ks.c.find(h, key)
 	if i < 0 {
 		// A new key (or one swept) gets a fresh record, as beginKey
 		// gives it; a key whose hash another's record holds takes the
@@ -667,11 +729,11 @@ func (s *Store) take(ctx context.Context, k redlimit.PolicyKey, n int64, d *redl
 			return false
 		}
 		ks.maybeSweep(c, now)
-		if !ks.c.fits(len(k.Key)) {
+		if !ks.c.fits(len(key)) {
 			ks.mu.Unlock()
 			return false
 		}
-		i = ks.c.add(h, k.Key, record{})
+		i = ks.c.add(h, key, record{})
 	}
 	// A record with a debt is counted under c's limit (encode); a fresh
 	// one (owed 0) is a full bucket, counted under c's limit from its
@@ -686,15 +748,10 @@ func (s *Store) take(ctx context.Context, k redlimit.PolicyKey, n int64, d *redl
 		return false
 	}
 	r.owed, r.last, r.expiry = b.Owed, b.Last, b.Expiry
-	ls := redlimit.LimitState{Remaining: rem}
+	g.c, g.ks, g.rem, g.now = c, ks, rem, now
 	if exp := b.Expiry * u; exp > now {
-		ls.ResetAfter = time.Duration(exp-now) * time.Microsecond
+		g.reset = exp - now
 	}
-	limits := ks.oneState(ls)
-	ks.mu.Unlock()
-	d.Granted, d.Refused, d.Limits, d.Policy = true, -1, limits, c.PolicyConfig
-	d.Now = time.UnixMicro(now)
-	d.At = d.Now
 	return true
 }
 

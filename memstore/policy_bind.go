@@ -1,0 +1,47 @@
+package memstore
+
+import (
+	"sync/atomic"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/direct"
+)
+
+// keyAnswer is a bound Policy's grant (direct.KeyAnswer).
+type keyAnswer = direct.KeyAnswer[redlimit.PolicyConfig, redlimit.LimitStatus]
+
+// keyHandle is a policy, bound (direct.KeyHandle): its name looked up
+// until found, then never again (a name's policy is never replaced).
+type keyHandle struct {
+	s    *Store
+	name string
+	p    atomic.Pointer[policy]
+}
+
+// BindPolicy implements direct.KeyBinder, for package redlimit's Policy:
+// its grants then skip the name's lookup and come back with their
+// Result's Limits made. It is not for use elsewhere.
+func (s *Store) BindPolicy(_ direct.Token, name string) direct.KeyHandle[redlimit.PolicyConfig, redlimit.LimitStatus] {
+	return &keyHandle{s: s, name: name}
+}
+
+// Owner implements direct.KeyHandle.
+func (h *keyHandle) Owner() any { return h.s }
+
+// Take implements direct.KeyHandle: AcquireKey's common case (takeRecord).
+func (h *keyHandle) Take(key string, n int64) (keyAnswer, bool) {
+	p := h.p.Load()
+	if p == nil {
+		if p = h.s.policyOf(h.name, false); p == nil {
+			return keyAnswer{}, false
+		}
+		h.p.Store(p)
+	}
+	var g grant
+	if h.s.noTake || !h.s.takeRecord(p, key, n, &g) {
+		return keyAnswer{}, false
+	}
+	limits := g.ks.shownStatus(g.rem, g.reset)
+	g.ks.mu.Unlock()
+	return keyAnswer{Remaining: g.rem, ResetAfter: g.reset, Now: g.now, Policy: &g.c.PolicyConfig, Limits: limits}, true
+}

@@ -137,3 +137,51 @@ func sameResult(a, b redlimit.Result) bool {
 	return a.Allowed == b.Allowed && a.Remaining == b.Remaining && a.RetryAfter == b.RetryAfter && a.At.Equal(b.At) &&
 		a.Waited == b.Waited && a.Degraded == b.Degraded && a.ResetAfter == b.ResetAfter && slices.Equal(a.Limits, b.Limits)
 }
+
+// TestBoundPolicyZipfAllocatesNothing: a bound Policy of one token bucket
+// over keys drawn by Zipf's law (s 1.1), a few calls an instant, as a busy
+// process's: hot keys show a few states by turns, and once every key has
+// its record no call allocates; each Result still shows its own decision.
+func TestBoundPolicyZipfAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	const rate = 1 << 30 // whole again a µs after a few grants
+	p, err := redlimit.NewPolicy(New(WithTimeSource(clk)), "users", []redlimit.Config{redlimit.TokenBucketConfig(rate, time.Second, rate)}, redlimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = "u-" + strconv.Itoa(i)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	z := rand.NewZipf(rng, 1.1, 1, uint64(len(keys)-1))
+	order := make([]int, 30_000)
+	for i := range order {
+		order[i] = int(z.Uint64())
+	}
+	const perInstant = 3
+	round := func() {
+		seen := map[int]int64{} // key -> permits granted this instant
+		for i, k := range order {
+			if i%perInstant == 0 {
+				clk.Advance(time.Microsecond)
+				clear(seen)
+			}
+			seen[k]++
+			r, err := p.Key(keys[k]).TryAcquire(ctx, 1)
+			if err != nil || !r.Allowed || r.Remaining != rate-seen[k] || len(r.Limits) != 1 || r.Limits[0].Remaining != r.Remaining || r.Limits[0].ResetAfter != time.Microsecond {
+				t.Fatalf("call %d, key %s: %+v, %v; want %d left", i, keys[k], r, err, rate-seen[k])
+			}
+		}
+	}
+	round()
+	clocks := testing.AllocsPerRun(5, func() {
+		for range len(order) / perInstant {
+			clk.Advance(time.Microsecond)
+		}
+	})
+	if n := testing.AllocsPerRun(5, round); n != clocks {
+		t.Errorf("%v allocations per round of %d calls, want %v (the fake clock's)", n, len(order), clocks)
+	}
+}

@@ -127,7 +127,14 @@ func (p *Policy) remember(c *PolicyConfig) {
 // never writes: the known policy becomes that very one, so that the next
 // calls compare pointers only.
 func (p *Policy) rememberShared(c *PolicyConfig) {
-	if old := p.known.Load(); old != c && (old == nil || old.Epoch != c.Epoch || old.Version <= c.Version) {
+	if old := p.known.Load(); old != c {
+		p.rememberOther(old, c)
+	}
+}
+
+// rememberOther is rememberShared for a policy other than the known one.
+func (p *Policy) rememberOther(old, c *PolicyConfig) {
+	if old == nil || old.Epoch != c.Epoch || old.Version <= c.Version {
 		p.known.CompareAndSwap(old, c)
 	}
 }
@@ -215,8 +222,18 @@ func (k Keyed) pk() PolicyKey { return PolicyKey{Policy: k.p.name, Key: k.key} }
 // TryAcquire grants n permits now on every limit of the policy, or refuses
 // at once (a Result with Allowed false and a nil error).
 func (k Keyed) TryAcquire(ctx context.Context, n int64) (Result, error) {
-	if k.p.obs != nil {
+	p := k.p
+	if p.obs != nil {
 		return k.observedAcquire(ctx, n, 0)
+	}
+	if h := p.handle; h != nil && validateKey(k.key) == nil && validatePermits(n) == nil && ctx.Err() == nil {
+		// acquire's first case, without its frame: a Result is large
+		// to copy. Take's one status shows the grant.
+		if limits, now, pc, ok := h.Take(k.key, n); ok {
+			p.rememberShared(pc)
+			l := &limits[0]
+			return Result{Allowed: true, Remaining: l.Remaining, At: time.UnixMicro(now), Limits: limits, ResetAfter: l.ResetAfter}, nil
+		}
 	}
 	return k.acquire(ctx, n, 0)
 }
@@ -264,9 +281,10 @@ func (k Keyed) acquire(ctx context.Context, n int64, maxWait time.Duration) (Res
 	}
 	if h := p.handle; h != nil {
 		// A grant at once: the same whatever the wait.
-		if a, ok := h.Take(k.key, n); ok {
-			p.rememberShared(a.Policy)
-			return Result{Allowed: true, Remaining: a.Remaining, At: time.UnixMicro(a.Now), Limits: a.Limits, ResetAfter: time.Duration(a.ResetAfter) * time.Microsecond}, nil
+		if limits, now, pc, ok := h.Take(k.key, n); ok {
+			p.rememberShared(pc)
+			l := &limits[0]
+			return Result{Allowed: true, Remaining: l.Remaining, At: time.UnixMicro(now), Limits: limits, ResetAfter: l.ResetAfter}, nil
 		}
 	}
 	mustGrant := maxWait < 0

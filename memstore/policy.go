@@ -67,6 +67,9 @@ type keyShard struct {
 	// allocates nothing.
 	cc      *pconf
 	scratch algorithm.State
+	// tb is the bucket takeRecord takes from, counted under cc's limit
+	// when cc.bucket: only a record's Owed, Last and Expiry change.
+	tb tokenbucket.State
 	// next is the size at which an insert sweeps the shard; swept is the
 	// store time (µs) of the last sweep.
 	next  int
@@ -212,6 +215,9 @@ func (ks *keyShard) adopt(c *pconf) {
 		ks.scratch = c.limits[0].spec.New()
 	}
 	ks.cc = c
+	if lim := c.lim(0); c.bucket {
+		ks.tb = tokenbucket.State{Deficit: algorithm.Deficit{Rate: lim.Rate, Scale: lim.Interval, Burst: lim.Burst}}
+	}
 }
 
 // keyState is one key's state on every limit of the policy, under the
@@ -747,10 +753,10 @@ func (s *Store) takeRecord(p *policy, key string, n int64, g *grant) bool {
 	// one (owed 0) is a full bucket, counted under c's limit from its
 	// first grant on, which is what Take makes of it.
 	r := &ks.c.recs[i].record
-	lim := &c.lims[0]
 	u := c.limits[0].unit
-	b := tokenbucket.State{Deficit: algorithm.Deficit{Owed: r.owed, Last: r.last, Expiry: r.expiry, Rate: lim.Rate, Scale: lim.Interval, Burst: lim.Burst}}
-	rem, granted := b.Take(now/u, lim, n)
+	b := &ks.tb
+	b.Owed, b.Last, b.Expiry = r.owed, r.last, r.expiry
+	rem, granted := b.Take(now/u, &c.lims[0], n)
 	if !granted {
 		ks.mu.Unlock()
 		return false

@@ -7,9 +7,6 @@ import (
 	"github.com/redlimit/redlimit/internal/direct"
 )
 
-// keyAnswer is a bound Policy's grant (direct.KeyAnswer).
-type keyAnswer = direct.KeyAnswer[redlimit.PolicyConfig, redlimit.LimitStatus]
-
 // keyHandle is a policy, bound (direct.KeyHandle): its name looked up
 // until found, then never again (a name's policy is never replaced).
 type keyHandle struct {
@@ -29,19 +26,19 @@ func (s *Store) BindPolicy(_ direct.Token, name string) direct.KeyHandle[redlimi
 func (h *keyHandle) Owner() any { return h.s }
 
 // Take implements direct.KeyHandle: AcquireKey's common case (takeRecord).
-func (h *keyHandle) Take(key string, n int64) (keyAnswer, bool) {
+func (h *keyHandle) Take(key string, n int64) ([]redlimit.LimitStatus, int64, *redlimit.PolicyConfig, bool) {
 	p := h.p.Load()
 	if p == nil {
 		if p = h.s.policyOf(h.name, false); p == nil {
-			return keyAnswer{}, false
+			return nil, 0, nil, false
 		}
 		h.p.Store(p)
 	}
 	var g grant
 	if h.s.noTake || !h.s.takeRecord(p, key, n, &g) {
-		return keyAnswer{}, false
+		return nil, 0, nil, false
 	}
 	limits := g.ks.shownStatus(g.rem, g.reset)
 	g.ks.mu.Unlock()
-	return keyAnswer{Remaining: g.rem, ResetAfter: g.reset, Now: g.now, Policy: &g.c.PolicyConfig, Limits: limits}, true
+	return limits, g.now, &g.c.PolicyConfig, true
 }

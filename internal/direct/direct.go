@@ -55,23 +55,12 @@ type KeyBinder[P, S any] interface {
 type KeyHandle[P, S any] interface {
 	// Owner is the store the handle belongs to (Handle.Owner).
 	Owner() any
-	// Take grants n permits (at least 1) to key (valid) now, in the case
-	// the store answers without its whole path: a grant at once, of a
-	// policy of one limit. It returns the grant and true; or it changes
-	// nothing and returns false, for PolicyStore.AcquireKey to answer.
-	// (An answer by pointer would escape, through the interface.)
-	Take(key string, n int64) (KeyAnswer[P, S], bool)
-}
-
-// KeyAnswer is a keyed grant made at once (KeyHandle.Take), in short.
-type KeyAnswer[P, S any] struct {
-	// Remaining is what a new request could be granted after the grant.
-	Remaining int64
-	// ResetAfter and Now are µs: how long until the limit is whole again,
-	// and the store time of the grant (since the Unix epoch).
-	ResetAfter, Now int64
-	// Policy is the stored policy, the store's own copy, never written.
-	Policy *P
-	// Limits is the Result's Limits, never written once handed out.
-	Limits []S
+	// Take grants n permits (1..algorithm.MaxRate) to key (valid) now, in
+	// the case the store answers without its whole path: a grant at once,
+	// of a policy of one limit. It returns the Result's Limits (one,
+	// never written once handed out), the store time of the grant in µs
+	// since the Unix epoch, the stored policy (the store's own copy, never
+	// written) and true; or it changes nothing and returns false, for
+	// PolicyStore.AcquireKey to answer.
+	Take(key string, n int64) (limits []S, now int64, policy *P, ok bool)
 }

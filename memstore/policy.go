@@ -198,7 +198,7 @@ func (ks *keyShard) adopt(c *pconf) {
 			if ks.m == nil {
 				ks.m = make(map[string]*keyState)
 			}
-			for _, i := range ks.c.idx {
+			for _, i := range ks.c.idx.all() {
 				st := old.limits[0].spec.New()
 				ks.c.recs[i].decode(deficitOf(st), lim)
 				ks.m[ks.c.key(i)] = &keyState{epoch: old.Epoch, version: old.Version, states: []algorithm.State{st}}
@@ -559,7 +559,7 @@ func (ks *keyShard) sweep(c *pconf, now int64) {
 		u := cc.limits[0].unit
 		t, recent := now/u, keepRecent.Microseconds()/u
 		var d algorithm.Deficit
-		for h, i := range ks.c.idx {
+		for h, i := range ks.c.idx.all() {
 			if ks.c.recs[i].decode(&d, lim); d.Forgotten(t, lim) && t-d.Last >= recent {
 				ks.c.remove(h, i)
 			}

@@ -15,12 +15,12 @@ func (s *Store) keyHash(key string) uint64 { return maphash.String(s.seed, key) 
 
 // records are a shard's compact records (keyShard.c), kept where the
 // garbage collector has nothing to scan: no pointer per key. The keys'
-// bytes are back to back in one array, the records in another, and a map
-// from each key's hash finds its record; a key whose hash another key's
+// bytes are back to back in one array, the records in another, and a
+// table of each key's hash (hindex) finds its record; a key whose hash another key's
 // record holds already keeps a whole state instead (keyShard.m).
 type records struct {
 	// idx: key hash (keyHash) -> index in recs.
-	idx  map[uint64]int32
+	idx  hindex
 	recs []slot
 	// free lists the indexes of recs no record uses.
 	free []int32
@@ -36,13 +36,13 @@ type slot struct {
 }
 
 // len is the number of records.
-func (rs *records) len() int { return len(rs.idx) }
+func (rs *records) len() int { return rs.idx.n }
 
 // find returns the index of key's record (h its hash), or -1; taken
 // reports whether another key's record holds h.
 func (rs *records) find(h uint64, key string) (i int32, taken bool) {
-	i, ok := rs.idx[h]
-	if !ok {
+	i = rs.idx.get(h)
+	if i < 0 {
 		return -1, false
 	}
 	if s := &rs.recs[i]; string(rs.keys[s.off:s.off+s.n]) != key {
@@ -60,9 +60,6 @@ func (rs *records) fits(n int) bool {
 // add keeps r as key's record (h its hash, held by no record; the key
 // fits) and returns its index.
 func (rs *records) add(h uint64, key string, r record) int32 {
-	if rs.idx == nil {
-		rs.idx = make(map[uint64]int32)
-	}
 	s := slot{record: r, off: uint32(len(rs.keys)), n: uint32(len(key))}
 	rs.keys = append(rs.keys, key...)
 	var i int32
@@ -73,13 +70,13 @@ func (rs *records) add(h uint64, key string, r record) int32 {
 		i = int32(len(rs.recs))
 		rs.recs = append(rs.recs, s)
 	}
-	rs.idx[h] = i
+	rs.idx.put(h, i)
 	return i
 }
 
 // remove drops record i, whose key's hash is h.
 func (rs *records) remove(h uint64, i int32) {
-	delete(rs.idx, h)
+	rs.idx.del(h)
 	rs.waste += int(rs.recs[i].n)
 	rs.recs[i] = slot{}
 	rs.free = append(rs.free, i)
@@ -95,12 +92,12 @@ func (rs *records) key(i int32) string {
 // the held records' keys, as large as the old one (the shard is still
 // that busy), or the old one emptied when no record is held.
 func (rs *records) compact() {
-	if len(rs.idx) == 0 {
+	if rs.idx.n == 0 {
 		rs.recs, rs.free, rs.keys, rs.waste = rs.recs[:0], rs.free[:0], rs.keys[:0], 0
 		return
 	}
 	keys := make([]byte, 0, cap(rs.keys))
-	for _, i := range rs.idx {
+	for _, i := range rs.idx.all() {
 		s := &rs.recs[i]
 		k := rs.keys[s.off : s.off+s.n]
 		s.off = uint32(len(keys))
@@ -112,19 +109,20 @@ func (rs *records) compact() {
 // shrink makes the arrays and the map anew, of the records held: a Go map
 // keeps its room when emptied, and removed records leave their slots.
 func (rs *records) shrink() {
-	if len(rs.idx) == 0 {
+	if rs.idx.n == 0 {
 		*rs = records{}
 		return
 	}
-	idx := make(map[uint64]int32, len(rs.idx))
-	recs := make([]slot, 0, len(rs.idx))
+	var idx hindex
+	idx.remake(rs.idx.n)
+	recs := make([]slot, 0, rs.idx.n)
 	keys := make([]byte, 0, len(rs.keys)-rs.waste)
-	for h, i := range rs.idx {
+	for h, i := range rs.idx.all() {
 		s := rs.recs[i]
 		k := rs.keys[s.off : s.off+s.n]
 		s.off = uint32(len(keys))
 		keys = append(keys, k...)
-		idx[h] = int32(len(recs))
+		idx.put(h, int32(len(recs)))
 		recs = append(recs, s)
 	}
 	*rs = records{idx: idx, recs: recs, keys: keys}

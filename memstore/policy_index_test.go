@@ -1,0 +1,50 @@
+package memstore
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestHindexAsMap: a hindex holds what a Go map does over random adds and
+// removals (hashes drawn from a small set, so that probes collide and
+// tombstones pile up), each lookup and a full walk alike.
+func TestHindexAsMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, spread := range []uint64{8, 300, 1 << 62} {
+		var x hindex
+		want := map[uint64]int32{}
+		for step := range 50_000 {
+			h := rng.Uint64N(spread) << rng.UintN(3)
+			got := x.get(h)
+			i, ok := want[h]
+			if !ok {
+				i = -1
+			}
+			if got != i {
+				t.Fatalf("spread %d, step %d: get(%d) = %d, want %d", spread, step, h, got, i)
+			}
+			switch {
+			case ok && rng.IntN(2) == 0:
+				x.del(h)
+				delete(want, h)
+			case !ok:
+				i := rng.Int32N(1 << 30)
+				x.put(h, i)
+				want[h] = i
+			}
+			if x.n != len(want) || x.used*4 > len(x.slots)*3 {
+				t.Fatalf("spread %d, step %d: %d entries, %d of %d slots used; want %d entries", spread, step, x.n, x.used, len(x.slots), len(want))
+			}
+		}
+		seen := 0
+		for h, i := range x.all() {
+			if w, ok := want[h]; !ok || w != i {
+				t.Fatalf("spread %d: walk yields %d -> %d; want %d, %v", spread, h, i, w, ok)
+			}
+			seen++
+		}
+		if seen != len(want) {
+			t.Fatalf("spread %d: walk yields %d entries, want %d", spread, seen, len(want))
+		}
+	}
+}

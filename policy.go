@@ -404,9 +404,11 @@ type limitNames struct {
 	from   atomic.Pointer[Config]
 	limits []Config
 	names  []string
-	// last, for one limit, is the Limits of the Result made last under
-	// it, shown again by the Results that show the same (result).
-	last atomic.Pointer[[1]LimitStatus]
+	// last, for one limit, are the Limits of the Results made last under
+	// it, in turn (next counts them), shown again by the Results that
+	// show the same (result): a hot key shows a few states by turns.
+	last [4]atomic.Pointer[[1]LimitStatus]
+	next atomic.Uint32
 }
 
 // limitNames returns limits with the LimitName of each, made once for the
@@ -443,16 +445,18 @@ func (p *Policy) result(d *PolicyDecision) Result {
 		}
 		return policyResult(d, statuses)
 	}
-	// One limit, the common policy: a status equal to the one shown last
+	// One limit, the common policy: a status equal to one shown last
 	// under these limits (one permit taken from a full bucket, key after
 	// key) is shown again, from the same array, allocating nothing. No
 	// Result's Limits are written once made.
-	one := c.last.Load()
-	if one == nil || !shows(&one[0], d) {
-		one = (*[1]LimitStatus)(p.limitStatuses(1))
-		limitStatus(&one[0], d, 0, c.names)
-		c.last.Store(one)
+	for i := range c.last {
+		if one := c.last[i].Load(); one != nil && shows(&one[0], d) {
+			return policyResult(d, one[:])
+		}
 	}
+	one := (*[1]LimitStatus)(p.limitStatuses(1))
+	limitStatus(&one[0], d, 0, c.names)
+	c.last[c.next.Add(1)%uint32(len(c.last))].Store(one)
 	return policyResult(d, one[:])
 }
 

@@ -81,10 +81,12 @@ type keyShard struct {
 	// states is room for the Limits of decisions to come, handed out
 	// under mu: one allocation serves many calls.
 	states []redlimit.LimitState
-	// last is the Limits of one limit handed out last (oneState), given
-	// again to a decision that shows the same: never written once handed
-	// out, as no decision's Limits are.
-	last []redlimit.LimitState
+	// last are the Limits of one limit handed out last (oneState), in
+	// turn (lastNext the next to replace), given again to a decision that
+	// shows the same: never written once handed out, as no decision's
+	// Limits are.
+	last     [shownRing]*[1]redlimit.LimitState
+	lastNext uint32
 	// shown are the Limits of the bound Policy's grants (keyHandle) handed
 	// out last, under cc, in turn (shownNext the next to replace): given
 	// again to a grant that shows the same, never written once handed out.
@@ -120,16 +122,19 @@ func (ks *keyShard) shownStatus(rem, reset int64) []redlimit.LimitStatus {
 }
 
 // oneState returns ls as the Limits of a decision; ks.mu is held. Keys
-// often show the same state (one permit taken from a full bucket), and
-// then share one slice: no allocation.
+// often show one of a few states (one permit taken from a full bucket, a
+// hot key's few by turns), and then share its slice: no allocation.
 func (ks *keyShard) oneState(ls redlimit.LimitState) []redlimit.LimitState {
-	if len(ks.last) == 1 && ks.last[0] == ls {
-		return ks.last
+	for _, a := range &ks.last {
+		if a != nil && a[0] == ls {
+			return a[:]
+		}
 	}
-	out := ks.limitStates(1)
-	out[0] = ls
-	ks.last = out
-	return out
+	a := (*[1]redlimit.LimitState)(ks.limitStates(1))
+	a[0] = ls
+	ks.last[ks.lastNext%shownRing] = a
+	ks.lastNext++
+	return a[:]
 }
 
 // limitStates returns n zero LimitStates for a decision; ks.mu is held.
@@ -349,7 +354,7 @@ func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
 	for i := range p.keys {
 		ks := &p.keys[i]
 		ks.mu.Lock()
-		ks.m, ks.c, ks.cc, ks.scratch, ks.states, ks.last = nil, records{}, nil, nil, nil, nil
+		ks.m, ks.c, ks.cc, ks.scratch, ks.states, ks.last = nil, records{}, nil, nil, nil, [shownRing]*[1]redlimit.LimitState{}
 		ks.shown, ks.statuses = [shownRing]*[1]redlimit.LimitStatus{}, nil
 		ks.mu.Unlock()
 	}

@@ -138,15 +138,25 @@ func sameResult(a, b redlimit.Result) bool {
 		a.Waited == b.Waited && a.Degraded == b.Degraded && a.ResetAfter == b.ResetAfter && slices.Equal(a.Limits, b.Limits)
 }
 
-// TestBoundPolicyZipfAllocatesNothing: a bound Policy of one token bucket
-// over keys drawn by Zipf's law (s 1.1), a few calls an instant, as a busy
+// embedded is a store that embeds the memory store: a Policy on it does
+// not bind itself, and takes PolicyStore's path.
+type embedded struct{ *Store }
+
+// TestPolicyZipfAllocatesNothing: a Policy of one token bucket over keys
+// drawn by Zipf's law (s 1.1), a few calls an instant, as a busy
 // process's: hot keys show a few states by turns, and once every key has
-// its record no call allocates; each Result still shows its own decision.
-func TestBoundPolicyZipfAllocatesNothing(t *testing.T) {
+// its record no call allocates, bound or through PolicyStore's calls;
+// each Result still shows its own decision.
+func TestPolicyZipfAllocatesNothing(t *testing.T) {
+	t.Run("bound", func(t *testing.T) { testZipfAllocs(t, func(s *Store) redlimit.PolicyStore { return s }) })
+	t.Run("PolicyStore", func(t *testing.T) { testZipfAllocs(t, func(s *Store) redlimit.PolicyStore { return embedded{s} }) })
+}
+
+func testZipfAllocs(t *testing.T, wrap func(*Store) redlimit.PolicyStore) {
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
 	const rate = 1 << 30 // whole again a µs after a few grants
-	p, err := redlimit.NewPolicy(New(WithTimeSource(clk)), "users", []redlimit.Config{redlimit.TokenBucketConfig(rate, time.Second, rate)}, redlimit.WithClock(clk))
+	p, err := redlimit.NewPolicy(wrap(New(WithTimeSource(clk))), "users", []redlimit.Config{redlimit.TokenBucketConfig(rate, time.Second, rate)}, redlimit.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

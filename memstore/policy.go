@@ -699,44 +699,41 @@ func (s *Store) take(ctx context.Context, k redlimit.PolicyKey, n int64, d *redl
 		return false
 	}
 	p := s.policyOf(k.Policy, false)
-	var g grant
-	if p == nil || !s.takeRecord(p, k.Key, n, &g) {
+	if p == nil {
 		return false
 	}
-	ls := redlimit.LimitState{Remaining: g.rem, ResetAfter: time.Duration(g.reset) * time.Microsecond}
-	limits := g.ks.oneState(ls)
-	g.ks.mu.Unlock()
-	d.Granted, d.Refused, d.Limits, d.Policy = true, -1, limits, g.c.PolicyConfig
-	d.Now = time.UnixMicro(g.now)
+	c, ks, rem, reset, now := s.takeRecord(p, k.Key, n)
+	if ks == nil {
+		return false
+	}
+	ls := redlimit.LimitState{Remaining: rem, ResetAfter: time.Duration(reset) * time.Microsecond}
+	limits := ks.oneState(ls)
+	ks.mu.Unlock()
+	d.Granted, d.Refused, d.Limits, d.Policy = true, -1, limits, c.PolicyConfig
+	d.Now = time.UnixMicro(now)
 	d.At = d.Now
 	return true
-}
-
-// grant is a grant takeRecord made: under c, on shard ks, at now (µs),
-// leaving rem, the bucket whole again after reset µs.
-type grant struct {
-	c               *pconf
-	ks              *keyShard
-	rem, reset, now int64
 }
 
 // takeRecord grants n (1..algorithm.MaxRate) permits to key of p in the
 // common case, straight from the key's record: a policy of one token
 // bucket, a key that has its record under it (or none yet), whose bucket
-// grants n now (tokenbucket.State.Take). It returns true with g filled
-// and g.ks.mu held; or false, nothing changed and no lock held.
-func (s *Store) takeRecord(p *policy, key string, n int64, g *grant) bool {
-	c := p.cfg.Load()
+// grants n now (tokenbucket.State.Take). It returns the policy c it was
+// granted under, the key's shard ks with ks.mu held, what is left, when
+// the bucket is whole again (reset µs later) and the instant (µs); or a
+// nil ks, nothing changed and no lock held.
+func (s *Store) takeRecord(p *policy, key string, n int64) (c *pconf, ks *keyShard, rem, reset, now int64) {
+	c = p.cfg.Load()
 	if c == nil || !c.bucket {
-		return false
+		return nil, nil, 0, 0, 0
 	}
 	h := s.keyHash(key)
-	ks := &p.keys[h&(keyShards-1)]
-	now := s.nowUS()
+	ks = &p.keys[h&(keyShards-1)]
+	now = s.nowUS()
 	ks.mu.Lock()
 	if ks.cc != c || len(ks.m) > 0 && ks.m[key] != nil {
 		ks.mu.Unlock()
-		return false
+		return nil, nil, 0, 0, 0
 	}
 	i, taken := ks.c.find(h, key)
 	if i < 0 {
@@ -745,12 +742,12 @@ func (s *Store) takeRecord(p *policy, key string, n int64, g *grant) bool {
 		// whole path.
 		if taken {
 			ks.mu.Unlock()
-			return false
+			return nil, nil, 0, 0, 0
 		}
 		ks.maybeSweep(c, now)
 		if !ks.c.fits(len(key)) {
 			ks.mu.Unlock()
-			return false
+			return nil, nil, 0, 0, 0
 		}
 		i = ks.c.add(h, key, record{})
 	}
@@ -764,14 +761,13 @@ func (s *Store) takeRecord(p *policy, key string, n int64, g *grant) bool {
 	rem, granted := b.Take(now/u, &c.lims[0], n)
 	if !granted {
 		ks.mu.Unlock()
-		return false
+		return nil, nil, 0, 0, 0
 	}
 	r.owed, r.last, r.expiry = b.Owed, b.Last, b.Expiry
-	g.c, g.ks, g.rem, g.now = c, ks, rem, now
 	if exp := b.Expiry * u; exp > now {
-		g.reset = exp - now
+		reset = exp - now
 	}
-	return true
+	return c, ks, rem, reset, now
 }
 
 // waitUS is a maximum wait in µs (algorithm.Unlimited when negative).

@@ -34,11 +34,14 @@ func (h *keyHandle) Take(key string, n int64) ([]redlimit.LimitStatus, int64, *r
 		}
 		h.p.Store(p)
 	}
-	var g grant
-	if h.s.noTake || !h.s.takeRecord(p, key, n, &g) {
+	if h.s.noTake {
 		return nil, 0, nil, false
 	}
-	limits := g.ks.shownStatus(g.rem, g.reset)
-	g.ks.mu.Unlock()
-	return limits, g.now, &g.c.PolicyConfig, true
+	c, ks, rem, reset, now := h.s.takeRecord(p, key, n)
+	if ks == nil {
+		return nil, 0, nil, false
+	}
+	limits := ks.shownStatus(rem, reset)
+	ks.mu.Unlock()
+	return limits, now, &c.PolicyConfig, true
 }

@@ -228,11 +228,10 @@ func (k Keyed) TryAcquire(ctx context.Context, n int64) (Result, error) {
 	}
 	if h := p.handle; h != nil && validateKey(k.key) == nil && validatePermits(n) == nil && ctx.Err() == nil {
 		// acquire's first case, without its frame: a Result is large
-		// to copy. Take's one status shows the grant.
-		if limits, now, pc, ok := h.Take(k.key, n); ok {
+		// to copy.
+		if limits, rem, reset, now, pc, ok := h.Take(k.key, n); ok {
 			p.rememberShared(pc)
-			l := &limits[0]
-			return Result{Allowed: true, Remaining: l.Remaining, At: time.UnixMicro(now), Limits: limits, ResetAfter: l.ResetAfter}, nil
+			return Result{Allowed: true, Remaining: rem, At: time.UnixMicro(now), Limits: limits, ResetAfter: time.Duration(reset) * time.Microsecond}, nil
 		}
 	}
 	return k.acquire(ctx, n, 0)
@@ -281,10 +280,9 @@ func (k Keyed) acquire(ctx context.Context, n int64, maxWait time.Duration) (Res
 	}
 	if h := p.handle; h != nil {
 		// A grant at once: the same whatever the wait.
-		if limits, now, pc, ok := h.Take(k.key, n); ok {
+		if limits, rem, reset, now, pc, ok := h.Take(k.key, n); ok {
 			p.rememberShared(pc)
-			l := &limits[0]
-			return Result{Allowed: true, Remaining: l.Remaining, At: time.UnixMicro(now), Limits: limits, ResetAfter: l.ResetAfter}, nil
+			return Result{Allowed: true, Remaining: rem, At: time.UnixMicro(now), Limits: limits, ResetAfter: time.Duration(reset) * time.Microsecond}, nil
 		}
 	}
 	mustGrant := maxWait < 0

@@ -91,7 +91,7 @@ type keyShard struct {
 	// out last, under cc, in turn (shownNext the next to replace): given
 	// again to a grant that shows the same, never written once handed out.
 	// A hot key shows a few states by turns; so do keys of a full bucket.
-	shown     [shownRing]*[1]redlimit.LimitStatus
+	shown     [shownRing]shown
 	shownNext uint32
 	// statuses is room for the shown to come, as states is for Limits.
 	statuses []redlimit.LimitStatus
@@ -100,13 +100,20 @@ type keyShard struct {
 // shownRing is how many statuses a shard shows again (keyShard.shown).
 const shownRing = 4
 
+// shown is a status shown (keyShard.shown), with what tells it apart
+// beside it: looking for one reads the shard's lines only.
+type shown struct {
+	rem   int64
+	reset int64 // µs
+	a     *[1]redlimit.LimitStatus
+}
+
 // shownStatus returns the Limits of a grant under cc that left rem and
 // whose bucket is whole again in reset µs; ks.mu is held.
 func (ks *keyShard) shownStatus(rem, reset int64) []redlimit.LimitStatus {
-	after := time.Duration(reset) * time.Microsecond
-	for _, a := range &ks.shown {
-		if a != nil && a[0].Remaining == rem && a[0].ResetAfter == after {
-			return a[:]
+	for i := range ks.shown {
+		if sh := &ks.shown[i]; sh.rem == rem && sh.reset == reset && sh.a != nil {
+			return sh.a[:]
 		}
 	}
 	if len(ks.statuses) == 0 {
@@ -115,8 +122,8 @@ func (ks *keyShard) shownStatus(rem, reset int64) []redlimit.LimitStatus {
 	a := (*[1]redlimit.LimitStatus)(ks.statuses)
 	ks.statuses = ks.statuses[1:]
 	a[0] = ks.cc.status
-	a[0].Remaining, a[0].ResetAfter = rem, after
-	ks.shown[ks.shownNext%shownRing] = a
+	a[0].Remaining, a[0].ResetAfter = rem, time.Duration(reset)*time.Microsecond
+	ks.shown[ks.shownNext%shownRing] = shown{rem: rem, reset: reset, a: a}
 	ks.shownNext++
 	return a[:]
 }
@@ -211,7 +218,7 @@ func (ks *keyShard) adopt(c *pconf) {
 		}
 	}
 	ks.c = records{}
-	ks.shown = [shownRing]*[1]redlimit.LimitStatus{}
+	ks.shown = [shownRing]shown{}
 	if !c.compact {
 		ks.cc, ks.scratch = nil, nil
 		return
@@ -355,7 +362,7 @@ func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
 		ks := &p.keys[i]
 		ks.mu.Lock()
 		ks.m, ks.c, ks.cc, ks.scratch, ks.states, ks.last = nil, records{}, nil, nil, nil, [shownRing]*[1]redlimit.LimitState{}
-		ks.shown, ks.statuses = [shownRing]*[1]redlimit.LimitStatus{}, nil
+		ks.shown, ks.statuses = [shownRing]shown{}, nil
 		ks.mu.Unlock()
 	}
 	return had, nil

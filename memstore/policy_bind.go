@@ -26,22 +26,22 @@ func (s *Store) BindPolicy(_ direct.Token, name string) direct.KeyHandle[redlimi
 func (h *keyHandle) Owner() any { return h.s }
 
 // Take implements direct.KeyHandle: AcquireKey's common case (takeRecord).
-func (h *keyHandle) Take(key string, n int64) ([]redlimit.LimitStatus, int64, *redlimit.PolicyConfig, bool) {
+func (h *keyHandle) Take(key string, n int64) ([]redlimit.LimitStatus, int64, int64, int64, *redlimit.PolicyConfig, bool) {
 	p := h.p.Load()
 	if p == nil {
 		if p = h.s.policyOf(h.name, false); p == nil {
-			return nil, 0, nil, false
+			return nil, 0, 0, 0, nil, false
 		}
 		h.p.Store(p)
 	}
 	if h.s.noTake {
-		return nil, 0, nil, false
+		return nil, 0, 0, 0, nil, false
 	}
 	c, ks, rem, reset, now := h.s.takeRecord(p, key, n)
 	if ks == nil {
-		return nil, 0, nil, false
+		return nil, 0, 0, 0, nil, false
 	}
 	limits := ks.shownStatus(rem, reset)
 	ks.mu.Unlock()
-	return limits, now, &c.PolicyConfig, true
+	return limits, rem, reset, now, &c.PolicyConfig, true
 }

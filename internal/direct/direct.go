@@ -58,9 +58,11 @@ type KeyHandle[P, S any] interface {
 	// Take grants n permits (1..algorithm.MaxRate) to key (valid) now, in
 	// the case the store answers without its whole path: a grant at once,
 	// of a policy of one limit. It returns the Result's Limits (one,
-	// never written once handed out), the store time of the grant in µs
-	// since the Unix epoch, the stored policy (the store's own copy, never
-	// written) and true; or it changes nothing and returns false, for
+	// never written once handed out), what they show (what is left, and
+	// how long until the limit is whole again, in µs) so that the caller
+	// need not read them, the store time of the grant in µs since the
+	// Unix epoch, the stored policy (the store's own copy, never written)
+	// and true; or it changes nothing and returns false, for
 	// PolicyStore.AcquireKey to answer.
-	Take(key string, n int64) (limits []S, now int64, policy *P, ok bool)
+	Take(key string, n int64) (limits []S, remaining, resetAfter, now int64, policy *P, ok bool)
 }

@@ -765,7 +765,11 @@ func (s *Store) takeRecord(p *policy, key string, n int64) (c *pconf, ks *keySha
 	u := c.limits[0].unit
 	b := &ks.tb
 	b.Owed, b.Last, b.Expiry = r.owed, r.last, r.expiry
-	rem, granted := b.Take(now/u, &c.lims[0], n)
+	t := now
+	if u != 1 { // a token bucket's unit is the µs: no division
+		t = now / u
+	}
+	rem, granted := b.Take(t, &c.lims[0], n)
 	if !granted {
 		ks.mu.Unlock()
 		return nil, nil, 0, 0, 0

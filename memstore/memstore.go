@@ -29,9 +29,7 @@
 // state, swept the same way: an idle key takes nothing once swept
 // (Store.PolicyKeys counts the keys held). The keys of a policy of one
 // token or leaky bucket, the per-user limit of most services, are compact
-// records of the bucket's state alone (BenchmarkPolicyMillionKeys), kept
-// by a sweep for a second after their last use even when forgotten, so
-// that the keys of a fast limit are not made anew at every call. A Policy
+// records of the bucket's state alone (BenchmarkPolicyMillionKeys). A Policy
 // binds itself to its policy here: its grants at once skip the name's
 // lookup and the store's decision in full.
 package memstore

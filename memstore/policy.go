@@ -504,13 +504,6 @@ func (s *Store) beginKey(ctx context.Context, k redlimit.PolicyKey, known *redli
 	return call, nil
 }
 
-// keepRecent is how long a sweep keeps a record used last, though it
-// holds nothing (a full bucket, answered as a key without one): a key used
-// again soon then finds it, instead of being made anew (a map insert, its
-// bytes appended) after each sweep, as the keys of a fast limit would be
-// at every sweep. The records of the keys used over that time are kept.
-const keepRecent = time.Second
-
 // maybeSweep sweeps the shard before an insert, if it doubled since the
 // last sweep or was not swept for sweepEvery. ks.mu is held.
 func (ks *keyShard) maybeSweep(c *pconf, now int64) {
@@ -568,14 +561,12 @@ func (ks *keyShard) sweep(c *pconf, now int64) {
 	}
 	if cc := ks.cc; cc != nil && ks.c.len() > 0 {
 		lim := cc.lim(0)
-		u := cc.limits[0].unit
-		t, recent := now/u, keepRecent.Microseconds()/u
+		t := now / cc.limits[0].unit
 		var d algorithm.Deficit
-		for h, i := range ks.c.idx.all() {
-			if ks.c.recs[i].decode(&d, lim); d.Forgotten(t, lim) && t-d.Last >= recent {
-				ks.c.remove(h, i)
-			}
-		}
+		ks.c.removeIf(func(i int32) bool {
+			ks.c.recs[i].decode(&d, lim)
+			return d.Forgotten(t, lim)
+		})
 	}
 	n := len(ks.m) + ks.c.len()
 	if ks.peak >= 4*minSweepSize && n <= ks.peak/4 {

@@ -6,8 +6,8 @@ import (
 )
 
 // TestHindexAsMap: a hindex holds what a Go map does over random adds and
-// removals (hashes drawn from a small set, so that probes collide and
-// tombstones pile up), each lookup and a full walk alike.
+// removals, one by one and by a walk (hashes drawn from a small set, so
+// that probes collide and wrap around), each lookup and a full walk alike.
 func TestHindexAsMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, spread := range []uint64{8, 300, 1 << 62} {
@@ -32,8 +32,23 @@ func TestHindexAsMap(t *testing.T) {
 				x.put(h, i)
 				want[h] = i
 			}
-			if x.n != len(want) || x.used*4 > len(x.slots)*3 {
-				t.Fatalf("spread %d, step %d: %d entries, %d of %d slots used; want %d entries", spread, step, x.n, x.used, len(x.slots), len(want))
+			if x.n != len(want) || x.n*4 > len(x.slots)*3 {
+				t.Fatalf("spread %d, step %d: %d entries in %d slots; want %d entries", spread, step, x.n, len(x.slots), len(want))
+			}
+			if step%1000 == 999 {
+				// Every third entry removed in one walk; each seen.
+				seen, before := map[uint64]bool{}, x.n
+				x.removeIf(func(h uint64, i int32) bool {
+					seen[h] = true
+					if h%3 != 0 {
+						return false
+					}
+					delete(want, h)
+					return true
+				})
+				if len(seen) != before {
+					t.Fatalf("spread %d, step %d: removeIf saw %d of %d entries", spread, step, len(seen), before)
+				}
 			}
 		}
 		seen := 0

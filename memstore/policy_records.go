@@ -27,7 +27,14 @@ type records struct {
 	keys []byte
 	// waste counts the bytes of keys no record uses.
 	waste int
+	// spare is the keys' array before the last compaction, made the
+	// next: keys made and swept by turns make no new one (small ones
+	// only: a large one is seldom compacted).
+	spare []byte
 }
+
+// maxSpare is the largest keys' array kept as a spare (records.spare).
+const maxSpare = 1 << 14
 
 // slot is a record and where its key's bytes are.
 type slot struct {
@@ -77,9 +84,26 @@ func (rs *records) add(h uint64, key string, r record) int32 {
 // remove drops record i, whose key's hash is h.
 func (rs *records) remove(h uint64, i int32) {
 	rs.idx.del(h)
+	rs.free1(i)
+}
+
+// free1 makes record i's slot free, its key's bytes waste.
+func (rs *records) free1(i int32) {
 	rs.waste += int(rs.recs[i].n)
 	rs.recs[i] = slot{}
 	rs.free = append(rs.free, i)
+}
+
+// removeIf drops the records (by index) drop reports true for; drop may
+// see one twice, and must answer alike (hindex.removeIf).
+func (rs *records) removeIf(drop func(i int32) bool) {
+	rs.idx.removeIf(func(_ uint64, i int32) bool {
+		if !drop(i) {
+			return false
+		}
+		rs.free1(i)
+		return true
+	})
 }
 
 // key returns record i's key (a copy).
@@ -89,21 +113,29 @@ func (rs *records) key(i int32) string {
 }
 
 // compact drops the bytes of removed records' keys: a fresh array of
-// the held records' keys, as large as the old one (the shard is still
-// that busy), or the old one emptied when no record is held.
+// the held records' keys (the spare, if it is as large), as large as the
+// old one (the shard is still that busy), or the old one emptied when no
+// record is held.
 func (rs *records) compact() {
 	if rs.idx.n == 0 {
 		rs.recs, rs.free, rs.keys, rs.waste = rs.recs[:0], rs.free[:0], rs.keys[:0], 0
 		return
 	}
-	keys := make([]byte, 0, cap(rs.keys))
+	keys := rs.spare[:0]
+	if cap(keys) < cap(rs.keys) {
+		keys = make([]byte, 0, cap(rs.keys))
+	}
 	for _, i := range rs.idx.all() {
 		s := &rs.recs[i]
 		k := rs.keys[s.off : s.off+s.n]
 		s.off = uint32(len(keys))
 		keys = append(keys, k...)
 	}
-	rs.keys, rs.waste = keys, 0
+	old := rs.keys
+	rs.keys, rs.waste, rs.spare = keys, 0, nil
+	if cap(old) <= maxSpare {
+		rs.spare = old
+	}
 }
 
 // shrink makes the arrays and the map anew, of the records held: a Go map

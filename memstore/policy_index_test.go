@@ -2,6 +2,8 @@ package memstore
 
 import (
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -60,6 +62,44 @@ func TestHindexAsMap(t *testing.T) {
 		}
 		if seen != len(want) {
 			t.Fatalf("spread %d: walk yields %d entries, want %d", spread, seen, len(want))
+		}
+	}
+}
+
+// TestRecordsCompact: a compaction keeps every record held found by its
+// key, its bytes its own, whether few are held (moved in place) or many
+// (copied to another array), over rounds of keys made and removed.
+func TestRecordsCompact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, keep := range []int{1, 3, len(inPlace{}), len(inPlace{}) + 1, 40} {
+		var rs records
+		held := map[string]uint64{}
+		for round := range 50 {
+			for k := range 60 {
+				key := strings.Repeat("k", 1+rng.IntN(9)) + strconv.Itoa(round*100+k)
+				h := rng.Uint64()
+				rs.add(h, key, record{owed: int64(len(key))})
+				held[key] = h
+			}
+			// All but keep records removed, the kept ones anywhere.
+			for key, h := range held {
+				if len(held) <= keep {
+					break
+				}
+				i, _ := rs.find(h, key)
+				rs.remove(h, i)
+				delete(held, key)
+			}
+			rs.compact()
+			if rs.waste != 0 || rs.len() != len(held) {
+				t.Fatalf("keep %d, round %d: %d records, %d bytes wasted; want %d, 0", keep, round, rs.len(), rs.waste, len(held))
+			}
+			for key, h := range held {
+				i, taken := rs.find(h, key)
+				if i < 0 || taken || rs.key(i) != key || rs.recs[i].owed != int64(len(key)) {
+					t.Fatalf("keep %d, round %d: key %q not found as it was (%d, %v)", keep, round, key, i, taken)
+				}
+			}
 		}
 	}
 }

@@ -121,6 +121,10 @@ func (rs *records) compact() {
 		rs.recs, rs.free, rs.keys, rs.waste = rs.recs[:0], rs.free[:0], rs.keys[:0], 0
 		return
 	}
+	if rs.idx.n <= len(inPlace{}) {
+		rs.compactInPlace()
+		return
+	}
 	keys := rs.spare[:0]
 	if cap(keys) < cap(rs.keys) {
 		keys = make([]byte, 0, cap(rs.keys))
@@ -136,6 +140,34 @@ func (rs *records) compact() {
 	if cap(old) <= maxSpare {
 		rs.spare = old
 	}
+}
+
+// inPlace is room for the records compactInPlace moves.
+type inPlace [8]int32
+
+// compactInPlace is compact for a few records held (the keys of a fast
+// limit, made and swept by turns): their bytes moved to the front of the
+// same array, in the order they are in it, so that none is overwritten
+// before it moves.
+func (rs *records) compactInPlace() {
+	var by inPlace
+	m := 0
+	for _, i := range rs.idx.all() {
+		j := m
+		for ; j > 0 && rs.recs[by[j-1]].off > rs.recs[i].off; j-- {
+			by[j] = by[j-1]
+		}
+		by[j] = i
+		m++
+	}
+	n := 0
+	for _, i := range by[:m] {
+		s := &rs.recs[i]
+		copy(rs.keys[n:], rs.keys[s.off:s.off+s.n])
+		s.off = uint32(n)
+		n += int(s.n)
+	}
+	rs.keys, rs.waste = rs.keys[:n], 0
 }
 
 // shrink makes the arrays and the map anew, of the records held: a Go map

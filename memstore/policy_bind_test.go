@@ -20,117 +20,105 @@ import (
 // one of them without the shortcuts; and a Result kept never changes.
 func TestBoundPolicyAsWholePath(t *testing.T) {
 	ctx := context.Background()
-	for name, mask := range map[string]uint64{"hashes apart": ^uint64(0), "hashes colliding": 4*keyShards - 1} {
-		t.Run(name, func(t *testing.T) {
-			defer func(m uint64) { hashMask = m }(hashMask)
-			hashMask = mask
-			rng := rand.New(rand.NewPCG(20261124, 2))
-			clk := clock.NewFake(t0)
-			fast, whole := New(WithTimeSource(clk)), New(WithTimeSource(clk))
-			whole.noTake, whole.seed = true, fast.seed
-			limits := []redlimit.Config{redlimit.TokenBucketConfig(3, time.Second, 5)}
-			var pols [2]*redlimit.Policy
-			for i, s := range []*Store{fast, whole} {
-				p, err := redlimit.NewPolicy(s, "p", limits, redlimit.WithClock(clk))
-				if err != nil {
-					t.Fatal(err)
+	forHashMasks(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(20261124, 2))
+		clk := clock.NewFake(t0)
+		fast, whole := twinStores(clk)
+		limits := []redlimit.Config{redlimit.TokenBucketConfig(3, time.Second, 5)}
+		var pols [2]*redlimit.Policy
+		for i, s := range []*Store{fast, whole} {
+			p, err := redlimit.NewPolicy(s, "p", limits, redlimit.WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pols[i] = p
+		}
+		if pols[0].Key("k").Key() != "k" {
+			t.Fatal("Key")
+		}
+		keys := make([]string, 300)
+		for i := range keys {
+			keys[i] = "k-" + strconv.Itoa(i)
+		}
+		// kept are Results handed out, with a copy of their Limits.
+		type kept struct {
+			r     redlimit.Result
+			shown []redlimit.LimitStatus
+		}
+		var keep []kept
+		bound := 0
+		for step := range 20_000 {
+			key := keys[rng.IntN(len(keys))]
+			f, w := pols[0].Key(key), pols[1].Key(key)
+			switch op := rng.IntN(100); {
+			case op < 70:
+				n := 1 + rng.Int64N(3)
+				if rng.IntN(50) == 0 {
+					n = 100 // more than the bucket holds: an error
 				}
-				pols[i] = p
-			}
-			if pols[0].Key("k").Key() != "k" {
-				t.Fatal("Key")
-			}
-			keys := make([]string, 300)
-			for i := range keys {
-				keys[i] = "k-" + strconv.Itoa(i)
-			}
-			// kept are Results handed out, with a copy of their Limits.
-			type kept struct {
-				r     redlimit.Result
-				shown []redlimit.LimitStatus
-			}
-			var keep []kept
-			bound := 0
-			for step := range 20_000 {
-				key := keys[rng.IntN(len(keys))]
-				f, w := pols[0].Key(key), pols[1].Key(key)
-				switch op := rng.IntN(100); {
-				case op < 70:
-					n := 1 + rng.Int64N(3)
-					if rng.IntN(50) == 0 {
-						n = 100 // more than the bucket holds: an error
-					}
-					got, err1 := f.TryAcquire(ctx, n)
-					want, err2 := w.TryAcquire(ctx, n)
-					if (err1 == nil) != (err2 == nil) || !sameResult(got, want) {
-						t.Fatalf("step %d, %s: TryAcquire(%d): %+v, %v; whole path %+v, %v", step, key, n, got, err1, want, err2)
-					}
-					if got.Allowed {
-						bound++
-					}
-					if rng.IntN(10) == 0 {
-						keep = append(keep, kept{got, slices.Clone(got.Limits)})
-					}
-				case op < 78:
-					got, err1 := f.Release(ctx, 1)
-					want, err2 := w.Release(ctx, 1)
-					if (err1 == nil) != (err2 == nil) || got != want {
-						t.Fatalf("step %d, %s: Release: %d, %v; whole path %d, %v", step, key, got, err1, want, err2)
-					}
-				case op < 85:
-					got, err1 := f.Status(ctx)
-					want, err2 := w.Status(ctx)
-					if (err1 == nil) != (err2 == nil) || !sameResult(got, want) {
-						t.Fatalf("step %d, %s: Status: %+v, %v; whole path %+v, %v", step, key, got, err1, want, err2)
-					}
-				case op < 86:
-					// Another bucket, sometimes two limits or a window,
-					// whose keys take the whole path.
-					cfgs := []redlimit.Config{redlimit.TokenBucketConfig(1+rng.Int64N(4), time.Second, 2+rng.Int64N(6))}
-					switch rng.IntN(4) {
-					case 0:
-						cfgs = append(cfgs, redlimit.TokenBucketConfig(20, time.Minute, 20))
-					case 1:
-						cfgs[0].Algorithm = redlimit.FixedWindow
-						cfgs[0].Burst = 0
-					}
-					for _, p := range pols {
-						if err := p.SetLimits(ctx, cfgs); err != nil {
-							t.Fatal(err)
-						}
-					}
-				case op < 87 && rng.IntN(4) == 0:
-					// Deleted: a Policy that knows no limits any more
-					// finds none, until some are set.
-					for _, p := range pols {
-						if _, err := p.Delete(ctx); err != nil {
-							t.Fatal(err)
-						}
-					}
-					for _, p := range pols {
-						if err := p.SetLimits(ctx, limits); err != nil {
-							t.Fatal(err)
-						}
-					}
-				default:
-					clk.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
+				got, err1 := f.TryAcquire(ctx, n)
+				want, err2 := w.TryAcquire(ctx, n)
+				if (err1 == nil) != (err2 == nil) || !sameResult(got, want) {
+					t.Fatalf("step %d, %s: TryAcquire(%d): %+v, %v; whole path %+v, %v", step, key, n, got, err1, want, err2)
 				}
-				for _, k := range keep[max(0, len(keep)-20):] {
-					if !slices.Equal(k.r.Limits, k.shown) {
-						t.Fatalf("step %d: a Result's Limits changed: %+v, was %+v", step, k.r.Limits, k.shown)
+				if got.Allowed {
+					bound++
+				}
+				if rng.IntN(10) == 0 {
+					keep = append(keep, kept{got, slices.Clone(got.Limits)})
+				}
+			case op < 78:
+				got, err1 := f.Release(ctx, 1)
+				want, err2 := w.Release(ctx, 1)
+				if (err1 == nil) != (err2 == nil) || got != want {
+					t.Fatalf("step %d, %s: Release: %d, %v; whole path %d, %v", step, key, got, err1, want, err2)
+				}
+			case op < 85:
+				got, err1 := f.Status(ctx)
+				want, err2 := w.Status(ctx)
+				if (err1 == nil) != (err2 == nil) || !sameResult(got, want) {
+					t.Fatalf("step %d, %s: Status: %+v, %v; whole path %+v, %v", step, key, got, err1, want, err2)
+				}
+			case op < 86:
+				// Another bucket, sometimes two limits or a window,
+				// whose keys take the whole path.
+				cfgs := otherLimits(rng)
+				for _, p := range pols {
+					if err := p.SetLimits(ctx, cfgs); err != nil {
+						t.Fatal(err)
 					}
 				}
+			case op < 87 && rng.IntN(4) == 0:
+				// Deleted: a Policy that knows no limits any more
+				// finds none, until some are set.
+				for _, p := range pols {
+					if _, err := p.Delete(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, p := range pols {
+					if err := p.SetLimits(ctx, limits); err != nil {
+						t.Fatal(err)
+					}
+				}
+			default:
+				clk.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
 			}
-			for _, k := range keep {
+			for _, k := range keep[max(0, len(keep)-20):] {
 				if !slices.Equal(k.r.Limits, k.shown) {
-					t.Fatalf("a Result's Limits changed: %+v, was %+v", k.r.Limits, k.shown)
+					t.Fatalf("step %d: a Result's Limits changed: %+v, was %+v", step, k.r.Limits, k.shown)
 				}
 			}
-			if bound < 1000 {
-				t.Fatalf("%d grants: the trace hardly tried the bound path", bound)
+		}
+		for _, k := range keep {
+			if !slices.Equal(k.r.Limits, k.shown) {
+				t.Fatalf("a Result's Limits changed: %+v, was %+v", k.r.Limits, k.shown)
 			}
-		})
-	}
+		}
+		if bound < 1000 {
+			t.Fatalf("%d grants: the trace hardly tried the bound path", bound)
+		}
+	})
 }
 
 // sameResult reports whether two Results say the same.

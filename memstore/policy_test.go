@@ -342,60 +342,56 @@ func TestPolicyKeyedCallsKeepApart(t *testing.T) {
 // another's record holds keeping whole states.
 func TestPolicyRecordsAsLimiter(t *testing.T) {
 	ctx := context.Background()
-	for name, mask := range map[string]uint64{"hashes apart": ^uint64(0), "hashes colliding": 4*keyShards - 1} {
-		t.Run(name, func(t *testing.T) {
-			defer func(m uint64) { hashMask = m }(hashMask)
-			hashMask = mask
-			rng := rand.New(rand.NewPCG(15, 5))
-			clk := clock.NewFake(t0)
-			s := New(WithTimeSource(clk))
-			cfg := redlimit.TokenBucketConfig(3, time.Second, 5)
-			set := func(how redlimit.SetMode) (redlimit.Config, redlimit.PolicyConfig) { return setTwins(t, s, cfg, how) }
-			known, pknown := set(redlimit.SetResetState)
-			keys := make([]string, 600)
-			for i := range keys {
-				keys[i] = "k-" + strconv.Itoa(i)
-			}
-			for step := range 20_000 {
-				key := keys[rng.IntN(len(keys))]
-				lk, pk := redlimit.Key{Name: "ref", Client: key}, redlimit.PolicyKey{Policy: "p", Key: key}
-				switch op := rng.IntN(100); {
-				case op < 60:
-					wait := time.Duration(0)
-					if rng.IntN(4) == 0 {
-						wait = time.Duration(rng.IntN(3)) * time.Second
-					}
-					want, err1 := s.Acquire(ctx, lk, known, 1, wait)
-					got, err2 := s.AcquireKey(ctx, pk, pknown, 1, wait)
-					if err1 != nil || err2 != nil || got.Granted != want.Granted || got.Wait != want.Wait || got.Limits[0].Remaining != want.Remaining || !got.At.Equal(want.At) {
-						t.Fatalf("step %d, %s: Acquire(1, %v): key %+v, %v; limiter %+v, %v", step, key, wait, got, err2, want, err1)
-					}
-				case op < 70:
-					want, err1 := s.Release(ctx, lk, known, 1, time.Time{})
-					got, err2 := s.ReleaseKey(ctx, pk, pknown, 1)
-					if err1 != nil || err2 != nil || got != want {
-						t.Fatalf("step %d, %s: Release: key %d, %v; limiter %d, %v", step, key, got, err2, want, err1)
-					}
-				case op < 85:
-					want, _, err1 := s.Available(ctx, lk, known)
-					got, err2 := s.StatusKey(ctx, pk, pknown)
-					if err1 != nil || err2 != nil || got.Limits[0].Remaining != want {
-						t.Fatalf("step %d, %s: Available: key %+v, %v; limiter %d, %v", step, key, got, err2, want, err1)
-					}
-				case op < 86 && clk.Now().Before(t0.Add(sweepEvery)):
-					// Changed only before any sweep: a state swept
-					// (whole) and one kept differ under a new config.
-					cfg = redlimit.TokenBucketConfig(1+rng.Int64N(4), time.Second, 2+rng.Int64N(6))
-					known, pknown = set(redlimit.SetKeepState)
-				default:
-					clk.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
+	forHashMasks(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(15, 5))
+		clk := clock.NewFake(t0)
+		s := New(WithTimeSource(clk))
+		cfg := redlimit.TokenBucketConfig(3, time.Second, 5)
+		set := func(how redlimit.SetMode) (redlimit.Config, redlimit.PolicyConfig) { return setTwins(t, s, cfg, how) }
+		known, pknown := set(redlimit.SetResetState)
+		keys := make([]string, 600)
+		for i := range keys {
+			keys[i] = "k-" + strconv.Itoa(i)
+		}
+		for step := range 20_000 {
+			key := keys[rng.IntN(len(keys))]
+			lk, pk := redlimit.Key{Name: "ref", Client: key}, redlimit.PolicyKey{Policy: "p", Key: key}
+			switch op := rng.IntN(100); {
+			case op < 60:
+				wait := time.Duration(0)
+				if rng.IntN(4) == 0 {
+					wait = time.Duration(rng.IntN(3)) * time.Second
 				}
+				want, err1 := s.Acquire(ctx, lk, known, 1, wait)
+				got, err2 := s.AcquireKey(ctx, pk, pknown, 1, wait)
+				if err1 != nil || err2 != nil || got.Granted != want.Granted || got.Wait != want.Wait || got.Limits[0].Remaining != want.Remaining || !got.At.Equal(want.At) {
+					t.Fatalf("step %d, %s: Acquire(1, %v): key %+v, %v; limiter %+v, %v", step, key, wait, got, err2, want, err1)
+				}
+			case op < 70:
+				want, err1 := s.Release(ctx, lk, known, 1, time.Time{})
+				got, err2 := s.ReleaseKey(ctx, pk, pknown, 1)
+				if err1 != nil || err2 != nil || got != want {
+					t.Fatalf("step %d, %s: Release: key %d, %v; limiter %d, %v", step, key, got, err2, want, err1)
+				}
+			case op < 85:
+				want, _, err1 := s.Available(ctx, lk, known)
+				got, err2 := s.StatusKey(ctx, pk, pknown)
+				if err1 != nil || err2 != nil || got.Limits[0].Remaining != want {
+					t.Fatalf("step %d, %s: Available: key %+v, %v; limiter %d, %v", step, key, got, err2, want, err1)
+				}
+			case op < 86 && clk.Now().Before(t0.Add(sweepEvery)):
+				// Changed only before any sweep: a state swept
+				// (whole) and one kept differ under a new config.
+				cfg = redlimit.TokenBucketConfig(1+rng.Int64N(4), time.Second, 2+rng.Int64N(6))
+				known, pknown = set(redlimit.SetKeepState)
+			default:
+				clk.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
 			}
-			if n := s.PolicyKeys("p"); n > len(keys) {
-				t.Fatalf("%d keys held, more than the %d used", n, len(keys))
-			}
-		})
-	}
+		}
+		if n := s.PolicyKeys("p"); n > len(keys) {
+			t.Fatalf("%d keys held, more than the %d used", n, len(keys))
+		}
+	})
 }
 
 // TestPolicyRecordsShrink: once most of a busy policy's keys are idle and
@@ -466,81 +462,67 @@ func setTwins(t *testing.T, s *Store, cfg redlimit.Config, how redlimit.SetMode)
 // stores of one clock, one of them without the shortcut.
 func TestPolicyTakeAsWholePath(t *testing.T) {
 	ctx := context.Background()
-	for name, mask := range map[string]uint64{"hashes apart": ^uint64(0), "hashes colliding": 4*keyShards - 1} {
-		t.Run(name, func(t *testing.T) {
-			defer func(m uint64) { hashMask = m }(hashMask)
-			hashMask = mask
-			rng := rand.New(rand.NewPCG(16, 6))
-			clk := clock.NewFake(t0)
-			fast, whole := New(WithTimeSource(clk)), New(WithTimeSource(clk))
-			// One seed: the keys fall in the same shards, swept at the
-			// same calls (a sweep shows under a config change).
-			whole.noTake, whole.seed = true, fast.seed
-			stores := []*Store{fast, whole}
-			var known redlimit.PolicyConfig
-			set := func(cfgs ...redlimit.Config) {
-				t.Helper()
-				for _, s := range stores {
-					pc, _, err := s.SetPolicy(ctx, "p", redlimit.PolicyConfig{Limits: cfgs}, redlimit.SetKeepState)
-					if err != nil {
-						t.Fatal(err)
-					}
-					known = pc
+	forHashMasks(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(16, 6))
+		clk := clock.NewFake(t0)
+		fast, whole := twinStores(clk)
+		stores := []*Store{fast, whole}
+		var known redlimit.PolicyConfig
+		set := func(cfgs ...redlimit.Config) {
+			t.Helper()
+			for _, s := range stores {
+				pc, _, err := s.SetPolicy(ctx, "p", redlimit.PolicyConfig{Limits: cfgs}, redlimit.SetKeepState)
+				if err != nil {
+					t.Fatal(err)
 				}
+				known = pc
 			}
-			set(redlimit.TokenBucketConfig(3, time.Second, 5))
-			keys := make([]string, 300)
-			for i := range keys {
-				keys[i] = "k-" + strconv.Itoa(i)
-			}
-			for step := range 20_000 {
-				pk := redlimit.PolicyKey{Policy: "p", Key: keys[rng.IntN(len(keys))]}
-				switch op := rng.IntN(100); {
-				case op < 65:
-					n := 1 + rng.Int64N(3)
-					if rng.IntN(50) == 0 {
-						n = 100 // more than the bucket holds: an error
-					}
-					wait := time.Duration(0)
-					if rng.IntN(4) == 0 {
-						wait = time.Duration(rng.IntN(3)) * time.Second
-					}
-					got, err1 := fast.AcquireKey(ctx, pk, known, n, wait)
-					want, err2 := whole.AcquireKey(ctx, pk, known, n, wait)
-					if (err1 == nil) != (err2 == nil) || !sameDecision(got, want) {
-						t.Fatalf("step %d, %s: AcquireKey(%d, %v): %+v, %v; whole path %+v, %v", step, pk.Key, n, wait, got, err1, want, err2)
-					}
-				case op < 75:
-					got, err1 := fast.ReleaseKey(ctx, pk, known, 1)
-					want, err2 := whole.ReleaseKey(ctx, pk, known, 1)
-					if err1 != nil || err2 != nil || got != want {
-						t.Fatalf("step %d, %s: ReleaseKey: %d, %v; whole path %d, %v", step, pk.Key, got, err1, want, err2)
-					}
-				case op < 85:
-					got, err1 := fast.StatusKey(ctx, pk, known)
-					want, err2 := whole.StatusKey(ctx, pk, known)
-					if err1 != nil || err2 != nil || !sameDecision(got, want) {
-						t.Fatalf("step %d, %s: StatusKey: %+v, %v; whole path %+v, %v", step, pk.Key, got, err1, want, err2)
-					}
-				case op < 86:
-					// Another bucket, sometimes two limits or a window,
-					// whose keys take the whole path; back to one bucket
-					// next time.
-					cfgs := []redlimit.Config{redlimit.TokenBucketConfig(1+rng.Int64N(4), time.Second, 2+rng.Int64N(6))}
-					switch rng.IntN(4) {
-					case 0:
-						cfgs = append(cfgs, redlimit.TokenBucketConfig(20, time.Minute, 20))
-					case 1:
-						cfgs[0].Algorithm = redlimit.FixedWindow
-						cfgs[0].Burst = 0
-					}
-					set(cfgs...)
-				default:
-					clk.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
+		}
+		set(redlimit.TokenBucketConfig(3, time.Second, 5))
+		keys := make([]string, 300)
+		for i := range keys {
+			keys[i] = "k-" + strconv.Itoa(i)
+		}
+		for step := range 20_000 {
+			pk := redlimit.PolicyKey{Policy: "p", Key: keys[rng.IntN(len(keys))]}
+			switch op := rng.IntN(100); {
+			case op < 65:
+				n := 1 + rng.Int64N(3)
+				if rng.IntN(50) == 0 {
+					n = 100 // more than the bucket holds: an error
 				}
+				wait := time.Duration(0)
+				if rng.IntN(4) == 0 {
+					wait = time.Duration(rng.IntN(3)) * time.Second
+				}
+				got, err1 := fast.AcquireKey(ctx, pk, known, n, wait)
+				want, err2 := whole.AcquireKey(ctx, pk, known, n, wait)
+				if (err1 == nil) != (err2 == nil) || !sameDecision(got, want) {
+					t.Fatalf("step %d, %s: AcquireKey(%d, %v): %+v, %v; whole path %+v, %v", step, pk.Key, n, wait, got, err1, want, err2)
+				}
+			case op < 75:
+				got, err1 := fast.ReleaseKey(ctx, pk, known, 1)
+				want, err2 := whole.ReleaseKey(ctx, pk, known, 1)
+				if err1 != nil || err2 != nil || got != want {
+					t.Fatalf("step %d, %s: ReleaseKey: %d, %v; whole path %d, %v", step, pk.Key, got, err1, want, err2)
+				}
+			case op < 85:
+				got, err1 := fast.StatusKey(ctx, pk, known)
+				want, err2 := whole.StatusKey(ctx, pk, known)
+				if err1 != nil || err2 != nil || !sameDecision(got, want) {
+					t.Fatalf("step %d, %s: StatusKey: %+v, %v; whole path %+v, %v", step, pk.Key, got, err1, want, err2)
+				}
+			case op < 86:
+				// Another bucket, sometimes two limits or a window,
+				// whose keys take the whole path; back to one bucket
+				// next time.
+				cfgs := otherLimits(rng)
+				set(cfgs...)
+			default:
+				clk.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
 			}
-		})
-	}
+		}
+	})
 }
 
 // sameDecision reports whether two stores' decisions say the same.
@@ -602,4 +584,40 @@ func TestPolicySteadyStateAllocatesNothing(t *testing.T) {
 	if last.Limits[0].Remaining != 9 || last.Limits[0].Refused {
 		t.Fatalf("a Result kept changed: %+v", last.Limits[0])
 	}
+}
+
+// forHashMasks runs f twice: with keys' hashes apart, and with them forced
+// to collide (hashMask narrowed), which sends keys whose hash another's
+// record holds to whole states.
+func forHashMasks(t *testing.T, f func(t *testing.T)) {
+	for name, mask := range map[string]uint64{"hashes apart": ^uint64(0), "hashes colliding": 4*keyShards - 1} {
+		t.Run(name, func(t *testing.T) {
+			defer func(m uint64) { hashMask = m }(hashMask)
+			hashMask = mask
+			f(t)
+		})
+	}
+}
+
+// twinStores returns two stores on clk, whole with AcquireKey's shortcuts
+// off. One seed: their keys fall in the same shards, swept at the same
+// calls (a sweep shows under a config change).
+func twinStores(clk clock.Clock) (fast, whole *Store) {
+	fast, whole = New(WithTimeSource(clk)), New(WithTimeSource(clk))
+	whole.noTake, whole.seed = true, fast.seed
+	return fast, whole
+}
+
+// otherLimits is another bucket, sometimes two limits or a window, whose
+// keys take the whole path.
+func otherLimits(rng *rand.Rand) []redlimit.Config {
+	cfgs := []redlimit.Config{redlimit.TokenBucketConfig(1+rng.Int64N(4), time.Second, 2+rng.Int64N(6))}
+	switch rng.IntN(4) {
+	case 0:
+		cfgs = append(cfgs, redlimit.TokenBucketConfig(20, time.Minute, 20))
+	case 1:
+		cfgs[0].Algorithm = redlimit.FixedWindow
+		cfgs[0].Burst = 0
+	}
+	return cfgs
 }

@@ -68,14 +68,8 @@ func generalForm(r []int64) []int64 {
 // past their expiry, lists whose state is gone, policy changes keeping the
 // state or resetting it; sent alone (both forms) and in batches ("=").
 func TestSlidingLogFastPathTwins(t *testing.T) {
-	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	s, err := New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	script := redis.NewScript(limiterLua + slidingLogTwinScript)
+	rdb, s, script := twinSetup(t)
 	seed := *logTwinSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -99,6 +93,7 @@ func TestSlidingLogFastPathTwins(t *testing.T) {
 			if _, _, err := s.SetPolicy(ctx, name, redlimit.PolicyConfig{Limits: []redlimit.Config{randomLog()}}, how); err != nil {
 				t.Fatal(err)
 			}
+			var err error
 			if e, _, err = s.policyFor(ctx, name, &redlimit.PolicyConfig{}, true); err != nil {
 				t.Fatal(err)
 			}
@@ -306,14 +301,8 @@ func checkLogTTL(t *testing.T, seed uint64, step int, st string, now int64, r tw
 // first set them, and the state and list come out as the general path
 // writes them, each key living its interval from that ms.
 func TestSlidingLogFastSameMsTTL(t *testing.T) {
-	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	s, err := New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	script := redis.NewScript(limiterLua + slidingLogTwinScript)
+	rdb, s, script := twinSetup(t)
 	const name = "same-ms"
 	cfg := redlimit.PerInterval(100, time.Hour).WithAlgorithm(redlimit.SlidingLog)
 	if _, _, err := s.SetPolicy(ctx, name, redlimit.PolicyConfig{Limits: []redlimit.Config{cfg}}, redlimit.SetResetState); err != nil {
@@ -354,4 +343,16 @@ func TestSlidingLogFastSameMsTTL(t *testing.T) {
 	if stored[0][1] != stored[1][1] {
 		t.Errorf("lists: fast %q, general %q", stored[0], stored[1])
 	}
+}
+
+// twinSetup starts a Redis, a store on it, and the script that runs the
+// library's keyed calls on a key and its twin (slidingLogTwinScript).
+func twinSetup(t *testing.T) (*redis.Client, *Store, *redis.Script) {
+	rdb := redistest.Start(t).Client(t)
+	s, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return rdb, s, redis.NewScript(limiterLua + slidingLogTwinScript)
 }

@@ -289,40 +289,29 @@ local function slidinglog_fast(key, listKey, raw, head, from, start, injected, r
       empty = nil
       kept = not injected and expiry == now + interval and l == now
       total = tonumber(t, 36)
-      if not total then return nil end
-      local chunk, m, sum = nil, 0, 0
-      if l == now and total + n <= rate then
-        -- Written in this ms, at this cut: that write left no entry at
-        -- or before it (every write drops them), so only the tail is
-        -- read, and n fits.
-        local tl = redis.call('LRANGE', listKey, '-2', '-1')
-        if #tl ~= 2 then return nil end
-        tAt, tPermits = tonumber(tl[1]), tl[2]
+      local chunk = redis.call('LRANGE', listKey, '0', '15')
+      local m = #chunk
+      if m < 2 or m % 2 == 1 then return nil end
+      -- The elements at the head that have left the window; a, the
+      -- instant of the first entry left (nil: none).
+      local cut, sum, a = now - interval, 0, nil
+      while trim < m do
+        a = tonumber(chunk[trim + 1])
+        if not a then return nil end
+        if a > cut then break end
+        local p = tonumber(chunk[trim + 2])
+        if not p then return nil end
+        sum = sum + p
+        trim = trim + 2
+      end
+      if m < slidinglogChunk then
+        tAt, tPermits = a, chunk[m] -- the permits read only when needed
+        if trim < m - 2 then tAt = tonumber(chunk[m - 1]) end
+      elseif trim == m then
+        return nil -- the head goes on past the chunk
       else
-        chunk = redis.call('LRANGE', listKey, '0', '15')
-        m = #chunk
-        if m < 2 or m % 2 == 1 then return nil end
-        -- The elements at the head that have left the window; a, the
-        -- instant of the first entry left (nil: none).
-        local cut, a = now - interval, nil
-        while trim < m do
-          a = tonumber(chunk[trim + 1])
-          if not a then return nil end
-          if a > cut then break end
-          local p = tonumber(chunk[trim + 2])
-          if not p then return nil end
-          sum = sum + p
-          trim = trim + 2
-        end
-        if m < slidinglogChunk then
-          tAt, tPermits = a, chunk[m] -- the permits read only when needed
-          if trim < m - 2 then tAt = tonumber(chunk[m - 1]) end
-        elseif trim == m then
-          return nil -- the head goes on past the chunk
-        else
-          local t = redis.call('LRANGE', listKey, '-2', '-1')
-          tAt, tPermits = tonumber(t[1]), t[2]
-        end
+        local t = redis.call('LRANGE', listKey, '-2', '-1')
+        tAt, tPermits = tonumber(t[1]), t[2]
       end
       if not tAt or tAt > now then return nil end -- unreadable, or a reservation
       if tAt == now then

@@ -231,21 +231,25 @@ local function policy_heads1(ev)
 end
 
 
--- policyTexts and policyValues keep the base-36 texts of the numbers a
--- window's state holds, and the numbers of such texts, both ways: in a
--- run the calls share an instant, so the offsets from it (a window's
--- start and end) and the small counts recur from key to key, and a
--- lookup costs a fraction of writing or reading the text anew. Emptied
--- when each holds 4096. Read as policyTexts[x] or policy_text36(x).
--- Not the instants a state holds, read at once: they are when its key
--- was last written, seldom another key's, so a lookup would mostly miss
--- and add an entry.
-local policyTexts, policyTextCount = {}, 0
-local function policy_text36(x)
-  local v = policy_b36(x)
-  if policyTextCount == 4096 then policyTexts, policyTextCount = {}, 0 end
-  policyTexts[x], policyTextCount = v, policyTextCount + 1
-  return v
+-- policyValues keeps the numbers of the base-36 texts of the counts a
+-- window's state holds: small counts recur from key to key, and a lookup
+-- costs a fraction of reading the text anew. Emptied when it holds 4096.
+-- Not the instants a state holds, nor their offsets, read at once: they
+-- are when its key was last written, seldom another key's, so a lookup
+-- would mostly miss and add an entry.
+--
+-- policy_memo36 is the text of x, a number a window's state is written
+-- with at place i (1: the instant, then offsets from it), kept until
+-- another number is written there: the calls of a run share an instant
+-- and a window, so each text is made once a run, and a lone call makes
+-- it once as ever, adding nothing to collect.
+local policyMemo = {}
+local function policy_memo36(i, x)
+  local m = policyMemo
+  if m[i] ~= x then
+    m[i], m[i + 4] = x, policy_b36(x)
+  end
+  return m[i + 4]
 end
 -- policy_value36 reads a whole number in base 36 ("-" first when
 -- negative; nil when unreadable), as policyValues[s] or policy_value36(s).
@@ -285,7 +289,7 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
   if p.impl == fixedImpl then
     local ws, q, expiry = nil, 0, 0
     local head = heads.f
-    local texts, values = policyTexts, policyValues
+    local values = policyValues
     if raw then
       -- "last expiry start permits" after the head, the start an offset
       -- from last (maybe negative), the window's end expiry.
@@ -308,12 +312,12 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
     end
     q, ws, e = a1, a2, a3
     left = rate - q
-    st = head .. (texts[now] or policy_text36(now)) .. ' ' .. (texts[e - now] or policy_text36(e - now)) .. ' ' ..
-      (texts[ws - now] or policy_text36(ws - now)) .. ' ' .. (texts[q] or policy_text36(q))
+    st = head .. policy_memo36(1, now) .. ' ' .. policy_memo36(2, e - now) .. ' ' .. policy_memo36(3, ws - now) ..
+      ' ' .. policy_b36(q)
   elseif p.impl == counterImpl then
     local tail, s1, p1, s2, p2 = 0, nil, 0, nil, 0
     local head = heads.c
-    local texts, values = policyTexts, policyValues
+    local values = policyValues
     if raw then
       -- "last expiry tail start permits", then a second window's "start
       -- permits" if the state has one; every separator there: the
@@ -349,12 +353,11 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
     if not ok then return nil end
     -- The tail is now: 0.
     if k == 2 then
-      st = head .. (texts[now] or policy_text36(now)) .. ' ' .. (texts[e - now] or policy_text36(e - now)) .. ' 0 ' ..
-        (texts[s1 - now] or policy_text36(s1 - now)) .. ' ' .. (texts[p1] or policy_text36(p1)) .. ' ' ..
-        (texts[s2 - now] or policy_text36(s2 - now)) .. ' ' .. (texts[p2] or policy_text36(p2))
+      st = head .. policy_memo36(1, now) .. ' ' .. policy_memo36(2, e - now) .. ' 0 ' ..
+        policy_memo36(3, s1 - now) .. ' ' .. policy_b36(p1) .. ' ' .. policy_memo36(4, s2 - now) .. ' ' .. policy_b36(p2)
     else
-      st = head .. (texts[now] or policy_text36(now)) .. ' ' .. (texts[e - now] or policy_text36(e - now)) .. ' 0 ' ..
-        (texts[s1 - now] or policy_text36(s1 - now)) .. ' ' .. (texts[p1] or policy_text36(p1))
+      st = head .. policy_memo36(1, now) .. ' ' .. policy_memo36(2, e - now) .. ' 0 ' ..
+        policy_memo36(3, s1 - now) .. ' ' .. policy_b36(p1)
     end
   else
     -- A bucket's state "last owed": counted under this version's limit.

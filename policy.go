@@ -229,12 +229,26 @@ func (k Keyed) TryAcquire(ctx context.Context, n int64) (Result, error) {
 	if h := p.handle; h != nil && validateKey(k.key) == nil && validatePermits(n) == nil && ctx.Err() == nil {
 		// acquire's first case, without its frame: a Result is large
 		// to copy.
-		if limits, rem, reset, now, pc, ok := h.Take(k.key, n); ok {
-			p.rememberShared(pc)
-			return Result{Allowed: true, Remaining: rem, At: time.UnixMicro(now), Limits: limits, ResetAfter: time.Duration(reset) * time.Microsecond}, nil
+		var r Result
+		if p.takeBound(h, k.key, n, &r) {
+			return r, nil
 		}
 	}
 	return k.acquire(ctx, n, 0)
+}
+
+// takeBound asks h, the bound store's policy, for n permits on key now,
+// and on a grant fills r, zero, with it. false: nothing changed, for the
+// whole path to answer.
+func (p *Policy) takeBound(h direct.KeyHandle[PolicyConfig, LimitStatus], key string, n int64, r *Result) bool {
+	limits, rem, reset, now, pc, ok := h.Take(key, n)
+	if !ok {
+		return false
+	}
+	p.rememberShared(pc)
+	r.Allowed, r.Remaining, r.At, r.Limits = true, rem, time.UnixMicro(now), limits
+	r.ResetAfter = time.Duration(reset) * time.Microsecond
+	return true
 }
 
 // TryAcquireWait grants n permits, waiting up to maxWait for them; if they
@@ -280,9 +294,9 @@ func (k Keyed) acquire(ctx context.Context, n int64, maxWait time.Duration) (Res
 	}
 	if h := p.handle; h != nil {
 		// A grant at once: the same whatever the wait.
-		if limits, rem, reset, now, pc, ok := h.Take(k.key, n); ok {
-			p.rememberShared(pc)
-			return Result{Allowed: true, Remaining: rem, At: time.UnixMicro(now), Limits: limits, ResetAfter: time.Duration(reset) * time.Microsecond}, nil
+		var r Result
+		if p.takeBound(h, k.key, n, &r) {
+			return r, nil
 		}
 	}
 	mustGrant := maxWait < 0

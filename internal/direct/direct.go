@@ -1,7 +1,7 @@
-// Package direct lets the root package's Limiter bind itself, once, to its
-// limiter in a store of this process (memstore): a call then does not look
-// the name up again (hash, map), and its answer comes back small, with the
-// stored config by pointer. The types are generic so that this package
+// Package direct lets the root package's Limiter and Policy bind
+// themselves, once, to their limiter or policy in a store of this process
+// (memstore): a call then does not look the name up again (hash, map), and
+// its answer comes back small, with the stored config by pointer. The types are generic so that this package
 // needs none of the root package's: K and C are redlimit.Key and
 // redlimit.Config.
 package direct

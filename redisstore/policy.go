@@ -559,6 +559,19 @@ const keyedArgsMax = 16
 // loneArgs is how many ARGV policy_lone takes.
 const loneArgs = 5
 
+// callIn is call for keys, made in cmd and lone: the room of a command
+// that sends the call alone, in its general form and in policy_lone's.
+func (e *policyEntry) callIn(keys []string, cmd, lone []any, op string, n, arg int64, fresh bool, oldVersion string, old []any) keyedCall {
+	head := cmdHead + len(keys) - 1
+	args := e.appendArgs(cmd[head:head], op, n, arg, fresh, oldVersion, old)
+	if op != keyAcquire || e.ev == nil || fresh || oldVersion != "" || len(old) > 0 {
+		return keyedCall{keys: keys, args: args, cmd: cmd[:head+len(args)]}
+	}
+	lone = lone[:head+loneArgs]
+	lone[head+1], lone[head+2], lone[head+3], lone[head+4] = args[2], args[3], e.ev, e.args[3]
+	return keyedCall{keys: keys, args: args, lone: lone[head:], cmd: lone}
+}
+
 // call is a call on k under e: policy.lua's KEYS and ARGV (callArgs), the
 // call's ARGV as policy_lone's when it has that form (else nil), which it
 // is sent in when it goes alone, ARGV[1] (now) left nil in both; and,
@@ -568,26 +581,15 @@ func (e *policyEntry) call(prefix string, k redlimit.PolicyKey, op string, n, ar
 	if !e.lists && 7+len(e.args)+len(old) <= keyedArgsMax {
 		b := new(keyedArgs)
 		b.keys[0] = e.keyHead + nameEscaper.Replace(k.Key) + "}"
-		args := e.appendArgs(b.cmd[cmdHead:cmdHead], op, n, arg, fresh, oldVersion, old)
-		if op != keyAcquire || e.ev == nil || fresh || oldVersion != "" || len(old) > 0 {
-			return keyedCall{keys: b.keys[:], args: args, cmd: b.cmd[:cmdHead+len(args)]}
-		}
-		b.lone = [cmdHead + loneArgs]any{cmdHead: nil, args[2], args[3], e.ev, e.args[3]}
-		return keyedCall{keys: b.keys[:], args: args, lone: b.lone[cmdHead:], cmd: b.lone[:]}
+		return e.callIn(b.keys[:], b.cmd[:], b.lone[:], op, n, arg, fresh, oldVersion, old)
 	}
 	if e.lists && len(e.cfg.Limits) == 1 && 7+len(e.args)+len(old) <= keyedArgsMax {
-		const head = cmdHead + 1 // two KEYS
 		b := new(keyedLogArgs)
 		// One string holds both keys (policyStateKeys): the list's is the
 		// state's and "1".
 		list := e.keyHead + nameEscaper.Replace(k.Key) + "}1"
 		b.keys[0], b.keys[1] = list[:len(list)-1], list
-		args := e.appendArgs(b.cmd[head:head], op, n, arg, fresh, oldVersion, old)
-		if op != keyAcquire || e.ev == nil || fresh || oldVersion != "" || len(old) > 0 {
-			return keyedCall{keys: b.keys[:], args: args, cmd: b.cmd[:head+len(args)]}
-		}
-		b.lone = [head + loneArgs]any{head: nil, args[2], args[3], e.ev, e.args[3]}
-		return keyedCall{keys: b.keys[:], args: args, lone: b.lone[head:], cmd: b.lone[:]}
+		return e.callIn(b.keys[:], b.cmd[:], b.lone[:], op, n, arg, fresh, oldVersion, old)
 	}
 	return keyedCall{keys: policyStateKeys(prefix, k, e.listKeys()), args: e.callArgs(op, n, arg, fresh, oldVersion, old)}
 }

@@ -2,8 +2,10 @@ package memstore_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,5 +124,54 @@ func BenchmarkPolicyKeyed(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkPolicyKeysParallel mirrors the bench module's keyed-policy
+// cells (memstore policy token-bucket, keys-uniform and keys-zipf): one
+// token-bucket policy far above the load over 100,000 keys, each used once
+// before the measurement, Policy.Key(key).TryAcquire per call, by 1, 4 and
+// 32 callers per GOMAXPROCS (8 and 64 callers at GOMAXPROCS 2). It reports
+// the process's CPU time per call and how often a caller parked on a lock.
+func BenchmarkPolicyKeysParallel(b *testing.B) {
+	ctx := context.Background()
+	names := make([]string, benchKeys)
+	for i := range names {
+		names[i] = "bench-" + strconv.Itoa(i)
+	}
+	for _, dist := range []string{"uniform", "zipf"} {
+		order := keyOrder(benchKeys, dist == "zipf")
+		p, err := redlimit.NewPolicy(memstore.New(), "p", []redlimit.Config{{Algorithm: redlimit.TokenBucket, Rate: 1 << 30, Interval: time.Second}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, k := range names {
+			if r, err := p.Key(k).TryAcquire(ctx, 1); err != nil || !r.Allowed {
+				b.Fatal(r, err)
+			}
+		}
+		for _, per := range []int{1, 4, 32} {
+			b.Run(fmt.Sprintf("%s/%dx", dist, per), func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetParallelism(per)
+				defer runtime.SetMutexProfileFraction(runtime.SetMutexProfileFraction(1))
+				var next atomic.Int64
+				cpu, parked := processCPU(), mutexContentions()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					k := int(next.Add(7919))
+					for pb.Next() {
+						if r, err := p.Key(names[order[k&(len(order)-1)]]).TryAcquire(ctx, 1); err != nil || !r.Allowed {
+							b.Error(r, err)
+							return
+						}
+						k++
+					}
+				})
+				b.StopTimer()
+				b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+				b.ReportMetric(float64(mutexContentions()-parked)/float64(b.N), "parks/op")
+			})
+		}
 	}
 }

@@ -197,6 +197,11 @@ func (r record) decode(d *algorithm.Deficit, lim algorithm.Limit) {
 	}
 }
 
+// forgotten is Deficit.Forgotten at t of r, a record under its shard's
+// limit, without decoding it: decoded, a record with a debt is counted
+// under that very limit, so that Forgotten asks no more than this.
+func (r *record) forgotten(t int64) bool { return r.owed == 0 || t >= r.expiry }
+
 // adopt makes c the policy the shard's records are counted under: the
 // records of another one become whole states (those of another epoch
 // are gone); a policy that keeps no records leaves none. ks.mu is held.
@@ -560,13 +565,8 @@ func (ks *keyShard) sweep(c *pconf, now int64) {
 		}
 	}
 	if cc := ks.cc; cc != nil && ks.c.len() > 0 {
-		lim := cc.lim(0)
 		t := now / cc.limits[0].unit
-		var d algorithm.Deficit
-		ks.c.removeIf(func(i int32) bool {
-			ks.c.recs[i].decode(&d, lim)
-			return d.Forgotten(t, lim)
-		})
+		ks.c.removeIf(func(i int32) bool { return ks.c.recs[i].forgotten(t) })
 	}
 	n := len(ks.m) + ks.c.len()
 	if ks.peak >= 4*minSweepSize && n <= ks.peak/4 {

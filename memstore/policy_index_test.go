@@ -2,9 +2,14 @@ package memstore
 
 import (
 	"math/rand/v2"
+
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/redlimit/redlimit/algorithm"
+	"github.com/redlimit/redlimit/algorithm/leakybucket"
+	"github.com/redlimit/redlimit/algorithm/tokenbucket"
 )
 
 // TestHindexAsMap: a hindex holds what a Go map does over random adds and
@@ -101,5 +106,44 @@ func TestRecordsCompact(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRecordForgotten: a record's forgotten is what the sweep asked of
+// it decoded, Deficit.Forgotten under the shard's limit, for every
+// record a bucket of that limit leaves, at instants around its expiry.
+func TestRecordForgotten(t *testing.T) {
+	var seen [2]int // answers false, true
+	for _, lim := range []algorithm.Limit{
+		{Rate: 10, Interval: 1_000_000, Burst: 10},
+		{Rate: 1 << 30, Interval: 1_000_000, Burst: 1 << 30},
+		{Rate: 3, Interval: 60_000_000, Burst: 7, Since: 1_000},
+	} {
+		for _, st := range []algorithm.State{new(tokenbucket.State), new(leakybucket.State)} {
+			var now int64 = 1_000_000
+			for step := range 40 {
+				st.AcquireAt(now, lim, 1, 0, 0) // no wait: a state a record holds
+				r, ok := encode(deficitOf(st), lim)
+				if !ok {
+					t.Fatalf("%v step %d: no record for %+v", lim, step, *deficitOf(st))
+				}
+				for _, at := range []int64{now, r.expiry - 1, r.expiry, r.expiry + 1, now + lim.Interval*2} {
+					var d algorithm.Deficit
+					r.decode(&d, lim)
+					if got, want := r.forgotten(at), d.Forgotten(at, lim); got != want {
+						t.Fatalf("%v record %+v at %d: forgotten %v, Deficit.Forgotten %v", lim, r, at, got, want)
+					}
+					if r.forgotten(at) {
+						seen[1]++
+					} else {
+						seen[0]++
+					}
+				}
+				now += int64(step%5) * lim.Interval / lim.Rate / 2
+			}
+		}
+	}
+	if seen[0] == 0 || seen[1] == 0 {
+		t.Fatalf("answers false and true: %v, want both", seen)
 	}
 }

@@ -566,7 +566,7 @@ func (ks *keyShard) sweep(c *pconf, now int64) {
 	}
 	if cc := ks.cc; cc != nil && ks.c.len() > 0 {
 		t := now / cc.limits[0].unit
-		ks.c.removeIf(func(i int32) bool { return ks.c.recs[i].forgotten(t) })
+		ks.c.removeForgotten(t)
 	}
 	n := len(ks.m) + ks.c.len()
 	if ks.peak >= 4*minSweepSize && n <= ks.peak/4 {

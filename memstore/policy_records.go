@@ -94,11 +94,11 @@ func (rs *records) free1(i int32) {
 	rs.free = append(rs.free, i)
 }
 
-// removeIf drops the records (by index) drop reports true for; drop may
-// see one twice, and must answer alike (hindex.removeIf).
-func (rs *records) removeIf(drop func(i int32) bool) {
+// removeForgotten drops the records forgotten at t (record.forgotten),
+// their test made in the walk's one call per entry (hindex.removeIf).
+func (rs *records) removeForgotten(t int64) {
 	rs.idx.removeIf(func(_ uint64, i int32) bool {
-		if !drop(i) {
+		if !rs.recs[i].forgotten(t) {
 			return false
 		}
 		rs.free1(i)

@@ -25,11 +25,13 @@ var (
 
 // slidingLogTwinScript runs one keyed call in the form ARGV[2] names
 // ("main": policy_main, "batch": policy_batch), its ARGV from ARGV[3] on,
-// with the sliding log's fast path on (ARGV[1] "1") or off: every call
-// then takes the general path. It answers the call's reply, the PTTLs of
+// with the sliding log's fast path on (ARGV[1] "1"; "2": reading a
+// key's state by GET, as on a Redis without SET's NX and GET together)
+// or off ("0"): every call then takes the general path. It answers the call's reply, the PTTLs of
 // KEYS[1] and KEYS[2], and Redis TIME (µs) before and after the call.
 const slidingLogTwinScript = `
-slidinglogFast = ARGV[1] == '1'
+slidinglogFast = ARGV[1] ~= '0'
+if ARGV[1] == '2' then slidinglogNxGet = false end
 local argv = {}
 for i = 3, #ARGV do argv[#argv + 1] = ARGV[i] end
 local t1 = redis.call('TIME')
@@ -66,7 +68,8 @@ func generalForm(r []int64) []int64 {
 // or later, with heads left the window, logs longer than the fast path
 // reads at once, reservations cancelled, releases, status reads, states
 // past their expiry, lists whose state is gone, policy changes keeping the
-// state or resetting it; sent alone (both forms) and in batches ("=").
+// state or resetting it; sent alone (both forms) and in batches ("="),
+// the fast twin reading a key's state by SET NX GET or by GET.
 func TestSlidingLogFastPathTwins(t *testing.T) {
 	ctx := context.Background()
 	rdb, s, script := twinSetup(t)
@@ -81,6 +84,12 @@ func TestSlidingLogFastPathTwins(t *testing.T) {
 		sd := seed + uint64(trace)
 		rng := rand.New(rand.NewPCG(sd, 0x51d1))
 		name := fmt.Sprintf("twin%d", trace)
+		// The fast twin reads a key's state by SET NX GET, or by GET (as
+		// on Redis 6) in the traces of odd seeds.
+		fastForm := "1"
+		if sd%2 == 1 {
+			fastForm = "2"
+		}
 		randomLog := func() redlimit.Config {
 			rate := 1 + rng.Int64N(8)
 			if rng.IntN(3) == 0 {
@@ -125,7 +134,7 @@ func TestSlidingLogFastPathTwins(t *testing.T) {
 				}
 				fast := "0"
 				if i == 0 {
-					fast = "1"
+					fast = fastForm
 				}
 				argv := append([]any{fast, form, strconv.FormatInt(now, 10)}, args...)
 				raw, err := script.Run(ctx, rdb, ks, argv...).Slice()

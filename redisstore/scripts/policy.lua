@@ -398,10 +398,12 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
 end
 
 -- policy_fast_log is policy_fast for a policy of one sliding log, whose
--- list is keys[k + 2] (slidinglog.lua's slidinglog_fast).
-local function policy_fast_log(keys, k, raw, start, injected, p, n, maxWait, heads)
-  return slidinglog_fast(keys[k + 1], keys[k + 2], raw, heads.l, heads.nl, start, injected, p.rate, p.interval, n,
-    maxWait, policy_p36, policy_ttl)
+-- list is keys[k + 2] (slidinglog.lua's slidinglog_fast): it reads the
+-- key's state itself, and returns the reply (nil: none) and the state it
+-- read (nil: none read).
+local function policy_fast_log(keys, k, start, injected, p, n, maxWait, heads)
+  return slidinglog_fast(keys[k + 1], keys[k + 2], heads.l, heads.nl, start, injected, p.rate, p.interval, n,
+    maxWait, policy_b36, policy_ttl)
 end
 
 -- policy_call runs op on limit c and returns its reply: code, value, wait (µs).
@@ -428,15 +430,17 @@ local function policy_serve(keys, k, argv, a, b, start, injected, raw)
   if not policyPairs then policy_init() end
   local stateKey = keys[k + 1]
   if raw == nil then
-    raw = redis.call('GET', stateKey)
-    if L == 1 and op == 'acquire' and n and arg then
-      local text = argv[b + 5]
-      local p = parsed_config(text)
+    local p
+    if L == 1 and op == 'acquire' and n and arg then p = parsed_config(argv[b + 5]) end
+    if p and p.impl == logImpl and n >= 1 and n <= p.most then
+      local r
+      r, raw = policy_fast_log(keys, k, start, injected, p, n, arg, policy_heads(epoch, versionText))
+      if r then return r end
+      if raw == nil then raw = redis.call('GET', stateKey) end
+    else
+      raw = redis.call('GET', stateKey)
       if p and (p.impl == fixedImpl or p.impl == bucketImpl or p.impl == leakyImpl or p.impl == counterImpl) and n >= 1 and n <= p.most then
         local r = policy_fast(stateKey, raw, start, injected, p, n, arg, policy_heads(epoch, versionText))
-        if r then return r end
-      elseif p and p.impl == logImpl and n >= 1 and n <= p.most then
-        local r = policy_fast_log(keys, k, raw, start, injected, p, n, arg, policy_heads(epoch, versionText))
         if r then return r end
       end
     end
@@ -653,13 +657,16 @@ local function policy_lone(keys, argv, start, injected)
   if not policyPairs then policy_init() end
   local n, arg, ev, text = policy_num(argv[2]), policy_num(argv[3]), argv[4], argv[5]
   local stateKey = keys[1]
-  local raw = redis.call('GET', stateKey)
   local p = parsed_config(text)
+  local raw
+  if n and arg and p and p.impl == logImpl and keys[2] and n >= 1 and n <= p.most then
+    local r
+    r, raw = policy_fast_log(keys, 0, start, injected, p, n, arg, policy_heads1(ev))
+    if r then return r end
+  end
+  if raw == nil then raw = rcall('GET', stateKey) end
   if n and arg and p and (p.impl == fixedImpl or p.impl == bucketImpl or p.impl == leakyImpl or p.impl == counterImpl) and n >= 1 and n <= p.most then
     local r = policy_fast(stateKey, raw, start, injected, p, n, arg, policy_heads1(ev))
-    if r then return r end
-  elseif n and arg and p and p.impl == logImpl and keys[2] and n >= 1 and n <= p.most then
-    local r = policy_fast_log(keys, 0, raw, start, injected, p, n, arg, policy_heads1(ev))
     if r then return r end
   end
   local epoch, versionText = string.match(ev, '^(%S+) (%S+)$')
@@ -698,15 +705,17 @@ end
 -- policy_planned serves a call of a batch by its plan (policy_fast_plan),
 -- as policy_serve does: the fast path, else the general one.
 local function policy_planned(keys, k, argv, a, b, start, injected, p, n, arg, heads)
-  local stateKey = keys[k + 1]
-  local raw = redis.call('GET', stateKey)
-  local r
+  local r, raw
   if p.impl == logImpl then
-    r = policy_fast_log(keys, k, raw, start, injected, p, n, arg, heads)
+    r, raw = slidinglog_fast(keys[k + 1], keys[k + 2], heads.l, heads.nl, start, injected, p.rate, p.interval, n,
+      arg, policy_b36, policy_ttl)
+    if r then return r end
+    if raw == nil then raw = rcall('GET', keys[k + 1]) end
   else
-    r = policy_fast(stateKey, raw, start, injected, p, n, arg, heads)
+    raw = rcall('GET', keys[k + 1])
+    r = policy_fast(keys[k + 1], raw, start, injected, p, n, arg, heads)
+    if r then return r end
   end
-  if r then return r end
   return policy_serve(keys, k, argv, a, b, start, injected, raw)
 end
 

@@ -42,8 +42,12 @@
 -- is gone (a reset).
 
 -- Library functions, taken on the first run: a function library's loading
--- sees no globals but redis.
-local floor, fmt
+-- sees no globals but redis. A function's global is a lookup in its
+-- globals' table, then through the __index of that table's metatable
+-- (Redis keeps the real ones there), so the hot paths use these locals:
+-- rcall (redis.call), tonum (tonumber), sfind and smatch (string.find
+-- and string.match).
+local floor, fmt, rcall, tonum, sfind, smatch
 local function str(x) return fmt('%d', x) end
 local function later(a, b) if a > b then return a end return b end
 local function ceildiv(a, b) return floor((a + b - 1) / b) end
@@ -52,7 +56,10 @@ local function ceildiv(a, b) return floor((a + b - 1) / b) end
 -- injected: a test's clock passes it as argv[1], else it is Redis TIME.
 -- It also takes the library functions on the first run.
 local function run_start(argv)
-  if not floor then floor, fmt = math.floor, string.format end
+  if not floor then
+    floor, fmt, rcall, tonum = math.floor, string.format, redis.call, tonumber
+    sfind, smatch = string.find, string.match
+  end
   if argv[1] ~= '' then return tonumber(argv[1]), true end
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2]), false

@@ -252,7 +252,20 @@ local slidinglogTrims = {[2] = '2', [4] = '4', [6] = '6', [8] = '8', [10] = '10'
 -- slidinglog_fast pushed, made once for the calls of a batch at one ms.
 local slidinglogNow, slidinglogNowText
 
--- slidinglog_fast is the acquire of a keyed policy of one sliding log
+-- slidinglogNow36, slidinglogState36: the base-36 text of the instant and
+-- interval a state starts with, "NOW INTERVAL", made once for the calls
+-- of a batch at one ms (slidinglog_text36).
+local slidinglogNow36, slidinglogInterval36, slidinglogState36
+
+local function slidinglog_text36(now, interval, b36)
+  if now ~= slidinglogNow36 or interval ~= slidinglogInterval36 then
+    slidinglogNow36, slidinglogInterval36 = now, interval
+    slidinglogState36 = b36(now) .. ' ' .. b36(interval)
+  end
+  return slidinglogState36
+end
+
+-- slidinglog_fast_read is the acquire of a keyed policy of one sliding log
 -- (policy.lua), on a key whose state is empty, past its expiry, or of this
 -- epoch and version (raw starting with head; its numbers from the index
 -- from) with its newest entry at or before now: granted at once, or
@@ -262,11 +275,10 @@ local slidinglogNow, slidinglogNowText
 -- what that path writes (the acquire above, its state string and TTLs),
 -- with no table but its reply, no pcall, and the list read once: one
 -- LRANGE from the head, which holds the tail too when the log is short,
--- each element read as a number at most once. p36 and numText are
--- policy.lua's policy_p36 and policy_ttl (a number's decimal text, kept);
+-- each element read as a number at most once. b36 and numText are
+-- policy.lua's policy_b36 and policy_ttl (a number's decimal text, kept);
 -- interval is in ms, rate and n in permits.
-local function slidinglog_fast(key, listKey, raw, head, from, start, injected, rate, interval, n, maxWait, p36, numText)
-  if not slidinglogFast then return nil end
+local function slidinglog_fast_read(key, listKey, raw, head, from, start, injected, rate, interval, n, maxWait, b36, numText)
   local now = floor(start / 1000)
   local total, expiry, trim = 0, 0, 0 -- trim: list elements to drop at the head
   local tAt, tPermits
@@ -277,45 +289,45 @@ local function slidinglog_fast(key, listKey, raw, head, from, start, injected, r
   -- set (a call in the same ms as the state's last): their TTLs stay.
   local kept = false
   if raw then
-    if string.find(raw, head, 1, true) ~= 1 then return nil end
-    local l, x, t = string.match(raw, '^(%w+) (%w+) (%w+)$', from)
+    if sfind(raw, head, 1, true) ~= 1 then return nil end
+    local l, x, t = smatch(raw, '^(%w+) (%w+) (%w+)$', from)
     if not l then return nil end
-    l = tonumber(l, 36)
-    expiry = l + tonumber(x, 36)
+    l = tonum(l, 36)
+    expiry = l + tonum(x, 36)
     if l > now then now = l end
     if expiry ~= 0 and now >= expiry then
       empty = 'del'
     else
       empty = nil
       kept = not injected and expiry == now + interval and l == now
-      total = tonumber(t, 36)
-      local chunk = redis.call('LRANGE', listKey, '0', '15')
+      total = tonum(t, 36)
+      local chunk = rcall('LRANGE', listKey, '0', '15')
       local m = #chunk
       if m < 2 or m % 2 == 1 then return nil end
       -- The elements at the head that have left the window; a, the
       -- instant of the first entry left (nil: none).
       local cut, sum, a = now - interval, 0, nil
       while trim < m do
-        a = tonumber(chunk[trim + 1])
+        a = tonum(chunk[trim + 1])
         if not a then return nil end
         if a > cut then break end
-        local p = tonumber(chunk[trim + 2])
+        local p = tonum(chunk[trim + 2])
         if not p then return nil end
         sum = sum + p
         trim = trim + 2
       end
       if m < slidinglogChunk then
         tAt, tPermits = a, chunk[m] -- the permits read only when needed
-        if trim < m - 2 then tAt = tonumber(chunk[m - 1]) end
+        if trim < m - 2 then tAt = tonum(chunk[m - 1]) end
       elseif trim == m then
         return nil -- the head goes on past the chunk
       else
-        local t = redis.call('LRANGE', listKey, '-2', '-1')
-        tAt, tPermits = tonumber(t[1]), t[2]
+        local t = rcall('LRANGE', listKey, '-2', '-1')
+        tAt, tPermits = tonum(t[1]), t[2]
       end
       if not tAt or tAt > now then return nil end -- unreadable, or a reservation
       if tAt == now then
-        tPermits = tonumber(tPermits)
+        tPermits = tonum(tPermits)
         if not tPermits then return nil end
       end
       total = total - sum
@@ -326,7 +338,7 @@ local function slidinglog_fast(key, listKey, raw, head, from, start, injected, r
         if maxWait < 0 or m == slidinglogChunk then return nil end
         local at, dropped = now, 0
         for i = trim + 1, m - 1, 2 do
-          local a, p = tonumber(chunk[i]), tonumber(chunk[i + 1])
+          local a, p = tonum(chunk[i]), tonum(chunk[i + 1])
           if not a or not p then return nil end
           dropped = dropped + p
           if dropped >= need then
@@ -343,35 +355,70 @@ local function slidinglog_fast(key, listKey, raw, head, from, start, injected, r
   end
   -- Granted at now, the newest entry's instant or later.
   if empty == 'del' then
-    redis.call('DEL', listKey)
+    rcall('DEL', listKey)
   elseif trim > 0 then
-    redis.call('LTRIM', listKey, slidinglogTrims[trim], '-1')
+    rcall('LTRIM', listKey, slidinglogTrims[trim], '-1')
   end
   if tAt == now then
-    redis.call('LSET', listKey, '-1', numText(tPermits + n))
+    rcall('LSET', listKey, '-1', numText(tPermits + n))
   else
     if now ~= slidinglogNow then slidinglogNow, slidinglogNowText = now, str(now) end
-    if redis.call('RPUSH', listKey, slidinglogNowText, numText(n)) ~= 2 and empty == 'new' then
-      redis.call('LTRIM', listKey, '-2', '-1') -- a list whose state is gone
+    if rcall('RPUSH', listKey, slidinglogNowText, numText(n)) ~= 2 and empty == 'new' then
+      rcall('LTRIM', listKey, '-2', '-1') -- a list whose state is gone
     end
   end
   total = total + n
   local e = (now + interval) * 1000
-  local n1, n2, n3, n4, n5, n6 = p36(now)
-  local i1, i2, i3, i4, i5, i6 = p36(interval)
-  local t1, t2, t3, t4, t5, t6 = p36(total)
-  local st = head .. n1 .. n2 .. n3 .. n4 .. n5 .. n6 .. ' ' .. i1 .. i2 .. i3 .. i4 .. i5 .. i6 .. ' ' ..
-    t1 .. t2 .. t3 .. t4 .. t5 .. t6
+  local st = head .. slidinglog_text36(now, interval, b36) .. ' ' .. b36(total)
   if kept and trim == 0 then
     -- The list was neither trimmed nor made anew: no PEXPIRE, and SET
     -- keeps the state's TTL (Redis rewrites no command either).
-    redis.call('SET', key, st, 'KEEPTTL')
+    rcall('SET', key, st, 'KEEPTTL')
   else
     local ttl = later(ceildiv(e - start, 1000), 1)
     if injected then ttl = ttl + 60000 end
     ttl = numText(ttl)
-    redis.call('PEXPIRE', listKey, ttl)
-    redis.call('SET', key, st, 'PX', ttl)
+    rcall('PEXPIRE', listKey, ttl)
+    rcall('SET', key, st, 'PX', ttl)
   end
   return {start, 1, later(rate - total, 0), later(e - start, 0)}
+end
+
+-- slidinglogNxGet: Redis takes SET's NX and GET together (7.0 and newer).
+local slidinglogNxGet
+
+-- slidinglog_fast is slidinglog_fast_read on a key whose state is not read
+-- yet; it returns the reply (nil: the general path serves the call) and
+-- the state it read (nil: none read). A key with no state is the common
+-- call of a service counting requests per key: its state, known before
+-- it is read, is written by one SET NX GET that reads it too, and only
+-- when another state is there does the call go on as
+-- slidinglog_fast_read: one command fewer than a GET then a SET.
+local function slidinglog_fast(key, listKey, head, from, start, injected, rate, interval, n, maxWait, b36, numText)
+  if not slidinglogFast then return nil, nil end
+  if slidinglogNxGet == nil then
+    slidinglogNxGet = (redis.REDIS_VERSION_NUM or 0) >= 0x070000
+  end
+  local raw
+  if slidinglogNxGet then
+    -- What slidinglog_fast_read writes for a key with no state.
+    local now = floor(start / 1000)
+    local e = (now + interval) * 1000
+    local ttl = ceildiv(e - start, 1000)
+    if ttl < 1 then ttl = 1 end
+    if injected then ttl = ttl + 60000 end
+    ttl = numText(ttl)
+    raw = rcall('SET', key, head .. slidinglog_text36(now, interval, b36) .. ' ' .. b36(n), 'PX', ttl, 'NX', 'GET')
+    if not raw then
+      if now ~= slidinglogNow then slidinglogNow, slidinglogNowText = now, str(now) end
+      if rcall('RPUSH', listKey, slidinglogNowText, numText(n)) ~= 2 then
+        rcall('LTRIM', listKey, '-2', '-1') -- a list whose state is gone
+      end
+      rcall('PEXPIRE', listKey, ttl)
+      return {start, 1, later(rate - n, 0), later(e - start, 0)}, false
+    end
+  else
+    raw = rcall('GET', key)
+  end
+  return slidinglog_fast_read(key, listKey, raw, head, from, start, injected, rate, interval, n, maxWait, b36, numText), raw
 end

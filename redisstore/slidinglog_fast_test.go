@@ -25,12 +25,13 @@ var (
 
 // slidingLogTwinScript runs one keyed call in the form ARGV[2] names
 // ("main": policy_main, "batch": policy_batch), its ARGV from ARGV[3] on,
-// with the sliding log's fast path on (ARGV[1] "1"; "2": reading a
-// key's state by GET, as on a Redis without SET's NX and GET together)
-// or off ("0"): every call then takes the general path. It answers the call's reply, the PTTLs of
+// with the sliding log's fast path on (ARGV[1] "1": reading a key's state
+// by SET NX GET, whatever the keys before had; "2": by GET, as on a Redis
+// without SET's NX and GET together) or off ("0"): every call then takes
+// the general path. It answers the call's reply, the PTTLs of
 // KEYS[1] and KEYS[2], and Redis TIME (µs) before and after the call.
 const slidingLogTwinScript = `
-slidinglogFast = ARGV[1] ~= '0'
+slidinglogFast, slidinglogAdapt = ARGV[1] ~= '0', false
 if ARGV[1] == '2' then slidinglogNxGet = false end
 local argv = {}
 for i = 3, #ARGV do argv[#argv + 1] = ARGV[i] end

@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"math/rand/v2"
-
 	"strconv"
 	"strings"
 	"testing"

@@ -54,9 +54,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 // notFlag is a boolean flag that sets the opposite of its value in p.
 type notFlag struct{ p *bool }
 
+// String is "false" for the zero notFlag: the flag package prints a
+// default only where it differs from the zero value's, and these are on
+// by default ("(default true)" in --help).
 func (f notFlag) String() string {
 	if f.p == nil {
-		return "true"
+		return "false"
 	}
 	return strconv.FormatBool(!*f.p)
 }

@@ -3,6 +3,7 @@ package serve_test
 import (
 	"flag"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +41,36 @@ func TestRegistryTLSMetricsFlags(t *testing.T) {
 	}
 	if c := parse([]string{"--metrics"}, map[string]string{"REDLIMIT_METRICS": "false"}); c.NoMetrics {
 		t.Fatal("the flag given lost to the environment")
+	}
+}
+
+// TestOnByDefaultFlagsHelp: --help says that the switches on by default
+// (--metrics, --traffic, --traffic-keys) are on, as it says every other
+// flag's default.
+func TestOnByDefaultFlagsHelp(t *testing.T) {
+	var c serve.Config
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	var help strings.Builder
+	fs.SetOutput(&help)
+	fs.PrintDefaults()
+	for _, name := range []string{"metrics", "traffic", "traffic-keys"} {
+		f := fs.Lookup(name)
+		if f == nil || f.DefValue != "true" {
+			t.Fatalf("--%s: %+v, want a flag whose default is true", name, f)
+		}
+		var usage string
+		for line := range strings.Lines(help.String()) {
+			if usage != "" {
+				usage = line
+				break
+			}
+			if strings.HasPrefix(line, "  -"+name+"\n") {
+				usage = "next"
+			}
+		}
+		if !strings.HasSuffix(strings.TrimSpace(usage), "(default true)") {
+			t.Errorf("--%s's help reads %q, want it to end with (default true)", name, usage)
+		}
 	}
 }

@@ -153,9 +153,9 @@ func cmdAcquire(ctx context.Context, c *cli, cmd *command, args []string) int {
 	}
 	switch {
 	case !res.Allowed:
-		fmt.Fprintf(c.stdout, "refused %s of %q: %d remaining, retry after %s\n", plural(*permits, "permit"), name, res.Remaining, res.RetryAfter)
+		fmt.Fprintf(c.stdout, "refused %s of %q: %d remaining, retry after %s\n", plural(*permits, "permit"), name, res.Remaining, shown(res.RetryAfter))
 	case res.Waited > 0:
-		fmt.Fprintf(c.stdout, "granted %s of %q after waiting %s: %d remaining\n", plural(*permits, "permit"), name, res.Waited, res.Remaining)
+		fmt.Fprintf(c.stdout, "granted %s of %q after waiting %s: %d remaining\n", plural(*permits, "permit"), name, shown(res.Waited), res.Remaining)
 	default:
 		fmt.Fprintf(c.stdout, "granted %s of %q: %d remaining\n", plural(*permits, "permit"), name, res.Remaining)
 	}
@@ -249,9 +249,9 @@ func acquireKey(ctx context.Context, c *cli, cmd *command, sf *storeFlags, cf *c
 		if l, ok := res.RefusedBy(); ok && len(res.Limits) > 1 {
 			by = " (limit " + l.Name + ")"
 		}
-		fmt.Fprintf(c.stdout, "refused %s: %d remaining, retry after %s%s\n", what, res.Remaining, res.RetryAfter, by)
+		fmt.Fprintf(c.stdout, "refused %s: %d remaining, retry after %s%s\n", what, res.Remaining, shown(res.RetryAfter), by)
 	case res.Waited > 0:
-		fmt.Fprintf(c.stdout, "granted %s after waiting %s: %d remaining\n", what, res.Waited, res.Remaining)
+		fmt.Fprintf(c.stdout, "granted %s after waiting %s: %d remaining\n", what, shown(res.Waited), res.Remaining)
 	default:
 		fmt.Fprintf(c.stdout, "granted %s: %d remaining\n", what, res.Remaining)
 	}

@@ -407,7 +407,7 @@
 //	  -max-request-bytes bytes
 //	    	largest gRPC message or HTTP body accepted, in bytes (default 65536)
 //	  -metrics
-//	    	serve Prometheus metrics on GET /metrics of the HTTP port (--metrics=false turns them off)
+//	    	serve Prometheus metrics on GET /metrics of the HTTP port (--metrics=false turns them off) (default true)
 //	  -redis URL
 //	    	URL of the Redis keeping the limits, shared by every instance on it (redis://host:6379/0, rediss://, redis+sentinel://, redis+cluster://; default $REDIS_URL); empty: process memory, one instance
 //	  -response-headers
@@ -425,9 +425,9 @@
 //	  -token-file file
 //	    	file of name:token lines, the bearer tokens that may change rules through the API (none: writes are off)
 //	  -traffic
-//	    	count the traffic per policy in Redis for GET /v1/traffic and the dashboard (--traffic=false turns it off)
+//	    	count the traffic per policy in Redis for GET /v1/traffic and the dashboard (--traffic=false turns it off) (default true)
 //	  -traffic-keys
-//	    	with --traffic, also count each policy's hottest keys (GET /v1/traffic/top, the dashboard); --traffic-keys=false keeps keys that are personal data (addresses, user ids) out of Redis and the dashboard
+//	    	with --traffic, also count each policy's hottest keys (GET /v1/traffic/top, the dashboard); --traffic-keys=false keeps keys that are personal data (addresses, user ids) out of Redis and the dashboard (default true)
 //
 // # redlimit help
 //
@@ -442,9 +442,10 @@
 //	usage: redlimit version [--json]
 //
 //	Prints the version of redlimit, then what Go recorded when it was built, as
-//	far as it knows it: the module's version ("(devel)" when built from a source
-//	tree; the tag with 'go install ...@v0.1.0'), the VCS revision and time, and
-//	whether the tree had uncommitted changes, and the Go version.
+//	far as it knows it: the module's version ("(devel)" or a pseudo-version such
+//	as v0.0.0-20261124192346-fc52fbfa740b when built from a source tree), the VCS
+//	revision and time, and whether the tree had uncommitted changes, and the Go
+//	version.
 //
 //	Flags:
 //	  -json

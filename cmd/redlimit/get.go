@@ -150,7 +150,7 @@ func getKey(ctx context.Context, c *cli, cmd *command, sf *storeFlags, name, key
 	}
 	fmt.Fprintf(c.stdout, "name:      %q\nkey:       %q\navailable: %s", name, key, plural(res.Remaining, "permit"))
 	if !res.Allowed && res.RetryAfter > 0 {
-		fmt.Fprintf(c.stdout, ", retry after %s", res.RetryAfter)
+		fmt.Fprintf(c.stdout, ", retry after %s", shown(res.RetryAfter))
 	}
 	fmt.Fprintln(c.stdout)
 	c.printStatus(res.Limits)

@@ -109,7 +109,7 @@ func TestFlagErrorIsOneLine(t *testing.T) {
 // release build sets with -ldflags, and the build information Go recorded.
 func TestVersion(t *testing.T) {
 	r := call(t, deps{}, "version")
-	if r.code != exitOK || r.stderr != "" || !strings.HasPrefix(r.stdout, "redlimit v0.1.0\n") {
+	if r.code != exitOK || r.stderr != "" || !strings.HasPrefix(r.stdout, "redlimit "+version+"\n") {
 		t.Fatalf("redlimit version: %s", r)
 	}
 	r = call(t, deps{}, "version", "--json")
@@ -123,7 +123,7 @@ func TestVersion(t *testing.T) {
 		Go            string `json:"go"`
 	}
 	decodeOne(t, r.stdout, &got)
-	if r.code != exitOK || got.Version != "v0.1.0" || !strings.HasPrefix(got.Go, "go") {
+	if r.code != exitOK || got.Version != version || !strings.HasPrefix(got.Go, "go") {
 		t.Errorf("redlimit version --json: %s: %+v", r, got)
 	}
 }

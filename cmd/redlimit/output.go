@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/redlimit/redlimit"
 )
@@ -68,6 +69,16 @@ func plural(n int64, word string) string {
 		return fmt.Sprintf("%d %s", n, word)
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// shown is d as a person reads it in an answer: to the millisecond (a
+// store's clock makes "991.278ms" of a second's wait), to the microsecond
+// below one. --json keeps every digit.
+func shown(d time.Duration) time.Duration {
+	if d >= time.Millisecond || d <= -time.Millisecond {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Microsecond)
 }
 
 // isTimeout reports whether err is a deadline or a network timeout.

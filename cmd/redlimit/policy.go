@@ -185,9 +185,9 @@ func (c *cli) printStatus(limits []redlimit.LimitStatus) {
 	after := make([]string, len(limits))
 	for i, l := range limits {
 		names[i] = l.Name
-		after[i] = fmt.Sprintf("%d remaining, reset after %s", l.Remaining, l.ResetAfter)
+		after[i] = fmt.Sprintf("%d remaining, reset after %s", l.Remaining, shown(l.ResetAfter))
 		if l.RetryAfter > 0 {
-			after[i] += fmt.Sprintf(", retry after %s", l.RetryAfter)
+			after[i] += fmt.Sprintf(", retry after %s", shown(l.RetryAfter))
 		}
 		if l.Refused {
 			after[i] += " (refused)"

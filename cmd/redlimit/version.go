@@ -6,10 +6,12 @@ import (
 	"runtime/debug"
 )
 
-// version is the release of redlimit this command is. A release build sets
-// it with -ldflags "-X main.version=v0.1.1"; the build information Go
-// records (module version, VCS revision) is printed beside it.
-var version = "v0.1.0"
+// version is the release of redlimit this command is: between releases,
+// the next one with "-dev" (main is not v0.1.0: it has keyed policies and
+// serve). A release sets it (docs/release.md), or a build with -ldflags
+// "-X main.version=v0.2.1"; the build information Go records (module
+// version, VCS revision) is printed beside it.
+var version = "v0.2.0-dev"
 
 // versionCmd is "redlimit version".
 var versionCmd = &command{
@@ -20,9 +22,10 @@ var versionCmd = &command{
 	run:      cmdVersion,
 	help: `
 Prints the version of redlimit, then what Go recorded when it was built, as
-far as it knows it: the module's version ("(devel)" when built from a source
-tree; the tag with 'go install ...@v0.1.0'), the VCS revision and time, and
-whether the tree had uncommitted changes, and the Go version.`,
+far as it knows it: the module's version ("(devel)" or a pseudo-version such
+as v0.0.0-20261124192346-fc52fbfa740b when built from a source tree), the VCS
+revision and time, and whether the tree had uncommitted changes, and the Go
+version.`,
 }
 
 // buildInfo is what the command knows of its build.

@@ -625,6 +625,40 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// TestCommandDir: the report gives the command as its caller typed it,
+// from where its paths are taken: "redlimit bench" from the repository's
+// root or another folder (REDLIMIT_BENCH_CWD), "go run ." in bench/.
+func TestCommandDir(t *testing.T) {
+	here, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Dir(here)
+	for _, c := range []struct {
+		cwd  string // REDLIMIT_BENCH_CWD; "": unset
+		dir  string
+		want string
+	}{
+		{"", "bench", "`go run . --json out.json` (in bench/)"},
+		{root, ".", "`go run ./cmd/redlimit bench --json out.json` (from the repository's root)"},
+		{filepath.Join(root, "docs"), "docs", "`redlimit bench --json out.json` (in docs/)"},
+		{filepath.Dir(root), "", "`redlimit bench --json out.json`"},
+	} {
+		t.Setenv(WorkDirEnv, c.cwd)
+		o, err := parseFlags([]string{"--json", "out.json"}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.dir != c.dir {
+			t.Errorf("from %q: dir %q, want %q", c.cwd, o.dir, c.dir)
+		}
+		rep := report{Args: o.args, Dir: o.dir}
+		if got := rep.command(); got != c.want {
+			t.Errorf("from %q: %s, want %s", c.cwd, got, c.want)
+		}
+	}
+}
+
 // TestHistogram: quantiles within the buckets' 3%.
 func TestHistogram(t *testing.T) {
 	var h hist

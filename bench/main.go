@@ -108,6 +108,11 @@ type options struct {
 	// the newer, paired by position (see compare.go).
 	before, after []string
 	args          []string
+	// dir is where the paths in args are taken from, relative to the
+	// repository's root: "bench" for "go run ." there, the caller's
+	// directory for "redlimit bench" ("." from the root; "" when outside
+	// the tree).
+	dir string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -208,7 +213,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if !(o.zipf > 1) || o.zipf > 10 {
 		return nil, usageError{msg: "--zipf must be more than 1 (and at most 10)"}
 	}
+	o.dir = "bench"
 	if wd := os.Getenv(WorkDirEnv); wd != "" {
+		o.dir = ""
+		if here, err := os.Getwd(); err == nil {
+			if rel, err := filepath.Rel(filepath.Dir(here), wd); err == nil && filepath.IsLocal(rel) {
+				o.dir = filepath.ToSlash(rel)
+			}
+		}
 		for _, p := range []*string{&o.jsonFile, &o.mdFile, &o.svgFile, &o.fromJSON} {
 			if *p != "" && !filepath.IsAbs(*p) {
 				*p = filepath.Join(wd, *p)
@@ -316,7 +328,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	est := estimate(plan, o)
-	rep := &report{Machine: m, Args: o.args, Systems: make([]system, 0, len(selected)), Settings: settings{
+	rep := &report{Machine: m, Args: o.args, Dir: o.dir, Systems: make([]system, 0, len(selected)), Settings: settings{
 		Rounds: o.rounds, DurationSec: o.duration.Seconds(), MemoryDurationSec: o.memDuration.Seconds(), WarmupSec: o.warmup.Seconds(),
 		Callers: o.callers, Workloads: o.workloads, Keys: o.keys, Zipf: o.zipf, Quick: o.quick,
 		Cells: len(plan), Measurements: est.measurements, PlannedSec: est.total().Seconds(),

@@ -405,11 +405,29 @@ type settings struct {
 
 // report is everything the run found.
 type report struct {
-	Machine  machine  `json:"machine"`
-	Args     []string `json:"args"`
+	Machine machine  `json:"machine"`
+	Args    []string `json:"args"`
+	// Dir is where Args' paths are taken from (options.dir); "" in a run
+	// that did not record it, or was run from outside the tree.
+	Dir      string   `json:"dir,omitempty"`
 	Settings settings `json:"settings"`
 	Systems  []system `json:"systems"`
 	Cells    []cell   `json:"cells"`
+}
+
+// command is the run's command line as its caller would type it again,
+// from where its paths are taken.
+func (rep *report) command() string {
+	args := strings.Join(rep.Settings.quoteArgs(rep.Args), " ")
+	switch rep.Dir {
+	case ".":
+		return fmt.Sprintf("`go run ./cmd/redlimit bench %s` (from the repository's root)", args)
+	case "bench":
+		return fmt.Sprintf("`go run . %s` (in bench/)", args)
+	case "":
+		return fmt.Sprintf("`redlimit bench %s`", args)
+	}
+	return fmt.Sprintf("`redlimit bench %s` (in %s/)", args, rep.Dir)
 }
 
 func (rep *report) cell(store, workload string, callers int) *cell {
@@ -491,7 +509,7 @@ func (rep *report) writeMarkdown(w io.Writer) error {
 		mod = "modified: " + strings.Join(m.RedlimitModified, ", ")
 	}
 	pf("- redlimit: commit `%s`, %s; date %s\n", m.RedlimitCommit, mod, m.Date)
-	pf("- command: `go run . %s` (in bench/)\n", strings.Join(st.quoteArgs(rep.Args), " "))
+	pf("- command: %s\n", rep.command())
 	pf("- %d rounds; per system and round %gs measured on Redis, %gs in memory, after %gs of warm-up; %d measurements in %d cells, %s (planned about %s)\n",
 		st.Rounds, st.DurationSec, st.MemoryDurationSec, st.WarmupSec, st.Measurements, st.Cells, secs(st.TotalSec), secs(st.PlannedSec))
 	pf("- limits: granted %s on Redis, %s in memory; denied %s, used up first; keys workloads: %s limiters, Zipf s=%g; Redis client: %s\n",

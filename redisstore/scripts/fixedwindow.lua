@@ -57,7 +57,8 @@ algorithms['fixed-window'] = {
     local nb = c.notBefore or 0 -- not before it (algorithm.State's AcquireAt)
     local at = later(later(now, windows_newest(W) or now), nb)
     local w = window_start(at, interval)
-    if windows_sum(W, w, w + interval) + n > c.rate then at = later(by_expiry(w + interval, now, expiry), nb) end
+    local used = windows_sum(W, w, w + interval)
+    if used + n > c.rate then at = later(by_expiry(w + interval, now, expiry), nb) end
     local wait = at - now
     if c.probe or (maxWait >= 0 and wait > maxWait) then
       return reply(c, 0, fixedwindow_remaining(c, W), wait) -- a refusal changes nothing
@@ -65,6 +66,11 @@ algorithms['fixed-window'] = {
     W = fixedwindow_advance(c, S, W)
     windows_add(W, window_start(at, interval), n)
     fixedwindow_settle(c, S, W)
+    if at == now and W[#W - 1] == w then
+      -- Granted now in the window just counted (the common call): what
+      -- is left is remaining's, from that count and n.
+      return reply(c, 1, later(c.rate - used - n, 0), 0)
+    end
     return reply(c, 1, fixedwindow_remaining(c, W), wait)
   end,
 

@@ -16,10 +16,18 @@ local function slidingcounter_windows(c, S)
   return W
 end
 
--- counts: the window holding t, and the permits of it and of the one before.
+-- counts: the window holding t, and the permits of the one before it and
+-- of it (windows_sum over each, in one pass).
 local function slidingcounter_counts(W, t, interval)
   local w = window_start(t, interval)
-  return w, windows_sum(W, w - interval, w), windows_sum(W, w, w + interval)
+  local from, to, prev, cur = w - interval, w + interval, 0, 0
+  for i = 1, #W - 1, 2 do
+    local a = W[i]
+    if a >= from and a < to then
+      if a < w then prev = prev + W[i + 1] else cur = cur + W[i + 1] end
+    end
+  end
+  return w, prev, cur
 end
 
 -- remaining: nothing while a reservation is queued, else what the weighed
@@ -32,7 +40,8 @@ local function slidingcounter_remaining(c, W, tail)
   return later(c.rate - cur - weighed, 0)
 end
 
--- earliest: the first instant at or after at where n more fit.
+-- earliest: the first instant at or after at where n more fit; then the
+-- window holding it and the counts it was found with (as counts gives).
 local function slidingcounter_earliest(c, W, at, n)
   local rate, interval = c.rate, c.interval
   while true do
@@ -41,7 +50,7 @@ local function slidingcounter_earliest(c, W, at, n)
     if room >= 0 then
       local e = at - w
       if prev > 0 then e = later(e, interval - floor(room * interval / prev)) end
-      if e < interval then return w + e end
+      if e < interval then return w + e, w, prev, cur end
     end
     at = w + interval
   end
@@ -93,7 +102,8 @@ algorithms['sliding-counter'] = {
     local W = slidingcounter_windows(c, S)
     local tail = slidingcounter_tail(c, S)
     local nb = c.notBefore or 0 -- not before it (algorithm.State's AcquireAt)
-    local at = later(by_expiry(slidingcounter_earliest(c, W, later(later(now, tail), nb), n), now, expiry), nb)
+    local e, w, prev, cur = slidingcounter_earliest(c, W, later(later(now, tail), nb), n)
+    local at = later(by_expiry(e, now, expiry), nb)
     local wait = at - now
     if c.probe or (maxWait >= 0 and wait > maxWait) then
       return reply(c, 0, slidingcounter_remaining(c, W, tail), wait) -- a refusal changes nothing
@@ -101,6 +111,12 @@ algorithms['sliding-counter'] = {
     W = slidingcounter_advance(c, S, W)
     windows_add(W, window_start(at, c.interval), n)
     slidingcounter_settle(c, S, W, at)
+    if at == now and e == now and W[#W - 1] == w then
+      -- Granted now in the window its counts were read in (the common
+      -- call): what is left is remaining's, from those counts and n.
+      local interval = c.interval
+      return reply(c, 1, later(c.rate - cur - n - ceildiv(prev * (interval - (now - w)), interval), 0), 0)
+    end
     return reply(c, 1, slidingcounter_remaining(c, W, at), wait)
   end,
 
@@ -110,7 +126,7 @@ algorithms['sliding-counter'] = {
     local got = windows_take(W, at, n, c.interval)
     if got > 0 and #W >= 2 then
       -- The tail comes back to where the newest window's permits all fit.
-      tail = math.min(tail, slidingcounter_earliest(c, W, W[#W - 1], 0))
+      tail = math.min(tail, (slidingcounter_earliest(c, W, W[#W - 1], 0))) -- its instant alone
     end
     slidingcounter_settle(c, S, W, tail)
     return reply(c, 1, got, 0)

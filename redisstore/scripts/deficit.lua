@@ -50,6 +50,12 @@ local function deficit_advance(c, S)
   local d = c.d
   if not d then d = {}; c.d = d end
   local now, rate, interval, burst = c.now, c.rate, c.interval, c.burst
+  if c.dS == S and c.dNow == now then
+    -- The call before, at this instant, settled S from d (deficit_settle):
+    -- brought to now again, S is d as it stands (nothing drains in no
+    -- time, and its queue's tail is not before now).
+    return d
+  end
   local owed, scale, r, b = S.Owed or 0, S.Scale or 0, S.Rate or rate, S.Burst or burst
   local l = S.Last or 0
   local qh, qt, ql, qd = S.Head or 0, S.Tail or 0, S.Live or 0, S.Held or 0
@@ -95,10 +101,14 @@ local function deficit_settle(c, S, d)
   if owed == 0 then
     S.Owed, S.Scale, S.Rate, S.Burst, S.Head, S.Tail, S.Live, S.Held = nil, nil, nil, nil, nil, nil, nil, nil
     save(c, S, nil)
+    c.dS = nil
   else
     S.Owed, S.Scale, S.Rate, S.Burst = owed, c.interval, c.rate, c.burst
     S.Head, S.Tail, S.Live, S.Held = d.Head, d.Tail, d.Live, d.Held
     save(c, S, c.now + ceildiv(owed, c.rate))
+    -- d is S's deficit at c.now: the next call at this instant takes it
+    -- as it is (deficit_advance).
+    c.dS, c.dNow = S, c.now
   end
 end
 

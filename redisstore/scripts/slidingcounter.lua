@@ -111,9 +111,10 @@ algorithms['sliding-counter'] = {
     W = slidingcounter_advance(c, S, W)
     windows_add(W, window_start(at, c.interval), n)
     slidingcounter_settle(c, S, W, at)
-    if at == now and e == now and W[#W - 1] == w then
-      -- Granted now in the window its counts were read in (the common
-      -- call): what is left is remaining's, from those counts and n.
+    if at == now and W[#W - 1] == w then
+      -- Granted now (so earliest found now: e == now) in the window its
+      -- counts were read in, the common call: what is left is
+      -- remaining's, from those counts and n.
       local interval = c.interval
       return reply(c, 1, later(c.rate - cur - n - ceildiv(prev * (interval - (now - w)), interval), 0), 0)
     end

@@ -390,9 +390,7 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
     -- drops and adds the key's expiry nor rewrites the command.
     redis.call('SET', key, st, 'KEEPTTL')
   else
-    local ttl = later(ceildiv(e - start, 1000), 1)
-    if injected then ttl = ttl + 60000 end
-    redis.call('SET', key, st, 'PX', policy_ttl(ttl))
+    redis.call('SET', key, st, 'PX', policy_ttl(key_ttl(e, start, injected)))
   end
   return {start, 1, left, later(e - start, 0)}
 end
@@ -628,7 +626,7 @@ local function policy_serve(keys, k, argv, a, b, start, injected, raw)
       local e = S.Expiry * c.unit
       if e > last then last = e end
       if c.impl.list then
-        redis.call('PEXPIRE', c.listKey, later(ceildiv(e - start, 1000), 1) + (injected and 60000 or 0))
+        redis.call('PEXPIRE', c.listKey, key_ttl(e, start, injected))
       end
     else
       parts[i] = ''
@@ -640,8 +638,7 @@ local function policy_serve(keys, k, argv, a, b, start, injected, raw)
   end
   -- With a caller's clock Redis still expires keys by its own, so keep
   -- them a minute longer (the states' expiries decide when they count).
-  local ttl = later(ceildiv(last - start, 1000), 1)
-  if injected then ttl = ttl + 60000 end
+  local ttl = key_ttl(last, start, injected)
   redis.call('SET', stateKey, epoch .. ' ' .. versionText .. '|' .. table.concat(parts, '|'), 'PX', ttl)
   return res
 end

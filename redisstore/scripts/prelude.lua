@@ -52,6 +52,16 @@ local function str(x) return fmt('%d', x) end
 local function later(a, b) if a > b then return a end return b end
 local function ceildiv(a, b) return floor((a + b - 1) / b) end
 
+-- key_ttl is the TTL (ms) of a key whose state expires at e (µs) seen
+-- from start: at least 1 ms; with a caller's clock a minute longer, as
+-- Redis still expires keys by its own (the state's expiry decides when
+-- it counts as empty).
+local function key_ttl(e, start, injected)
+  local ttl = later(ceildiv(e - start, 1000), 1)
+  if injected then ttl = ttl + 60000 end
+  return ttl
+end
+
 -- run_start is a run's instant in microseconds and whether it was
 -- injected: a test's clock passes it as argv[1], else it is Redis TIME.
 -- It also takes the library functions on the first run.

@@ -252,6 +252,11 @@ local slidinglogTrims = {[2] = '2', [4] = '4', [6] = '6', [8] = '8', [10] = '10'
 -- slidinglog_fast pushed, made once for the calls of a batch at one ms.
 local slidinglogNow, slidinglogNowText
 
+local function slidinglog_now_text(now)
+  if now ~= slidinglogNow then slidinglogNow, slidinglogNowText = now, str(now) end
+  return slidinglogNowText
+end
+
 -- slidinglogNow36, slidinglogState36: the base-36 text of the instant and
 -- interval a state starts with, "NOW INTERVAL", made once for the calls
 -- of a batch at one ms (slidinglog_text36).
@@ -362,8 +367,7 @@ local function slidinglog_fast_read(key, listKey, raw, head, from, start, inject
   if tAt == now then
     rcall('LSET', listKey, '-1', numText(tPermits + n))
   else
-    if now ~= slidinglogNow then slidinglogNow, slidinglogNowText = now, str(now) end
-    if rcall('RPUSH', listKey, slidinglogNowText, numText(n)) ~= 2 and empty == 'new' then
+    if rcall('RPUSH', listKey, slidinglog_now_text(now), numText(n)) ~= 2 and empty == 'new' then
       rcall('LTRIM', listKey, '-2', '-1') -- a list whose state is gone
     end
   end
@@ -375,9 +379,7 @@ local function slidinglog_fast_read(key, listKey, raw, head, from, start, inject
     -- keeps the state's TTL (Redis rewrites no command either).
     rcall('SET', key, st, 'KEEPTTL')
   else
-    local ttl = later(ceildiv(e - start, 1000), 1)
-    if injected then ttl = ttl + 60000 end
-    ttl = numText(ttl)
+    local ttl = numText(key_ttl(e, start, injected))
     rcall('PEXPIRE', listKey, ttl)
     rcall('SET', key, st, 'PX', ttl)
   end
@@ -409,28 +411,24 @@ local function slidinglog_fast(key, listKey, head, from, start, injected, rate, 
     slidinglogNxGet = (redis.REDIS_VERSION_NUM or 0) >= 0x070000
   end
   local raw
-  if slidinglogNxGet and (slidinglogFound < 9 or not slidinglogAdapt) then
+  local nxGet = slidinglogNxGet and (slidinglogFound < 9 or not slidinglogAdapt)
+  slidinglogFound = slidinglogFound - slidinglogFound / 16
+  if nxGet then
     -- What slidinglog_fast_read writes for a key with no state.
     local now = floor(start / 1000)
     local e = (now + interval) * 1000
-    local ttl = ceildiv(e - start, 1000)
-    if ttl < 1 then ttl = 1 end
-    if injected then ttl = ttl + 60000 end
-    ttl = numText(ttl)
+    local ttl = numText(key_ttl(e, start, injected))
     raw = rcall('SET', key, head .. slidinglog_text36(now, interval, b36) .. ' ' .. b36(n), 'PX', ttl, 'NX', 'GET')
     if not raw then
-      if now ~= slidinglogNow then slidinglogNow, slidinglogNowText = now, str(now) end
-      if rcall('RPUSH', listKey, slidinglogNowText, numText(n)) ~= 2 then
+      if rcall('RPUSH', listKey, slidinglog_now_text(now), numText(n)) ~= 2 then
         rcall('LTRIM', listKey, '-2', '-1') -- a list whose state is gone
       end
       rcall('PEXPIRE', listKey, ttl)
-      slidinglogFound = slidinglogFound - slidinglogFound / 16
       return {start, 1, later(rate - n, 0), later(e - start, 0)}, false
     end
   else
     raw = rcall('GET', key)
   end
-  slidinglogFound = slidinglogFound - slidinglogFound / 16
   if raw then slidinglogFound = slidinglogFound + 1 end
   return slidinglog_fast_read(key, listKey, raw, head, from, start, injected, rate, interval, n, maxWait, b36, numText), raw
 end

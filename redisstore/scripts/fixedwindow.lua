@@ -52,6 +52,17 @@ algorithms['fixed-window'] = {
 
   acquire = function(c, S, n, maxWait)
     local now, interval = c.now, c.interval
+    if c.fwS == S and c.fwNow == now and not (c.probe or c.notBefore) then
+      -- The call before granted S at this instant in its one window,
+      -- the current one (nothing else changed S since): its count is
+      -- all a grant now needs.
+      local W = S.Windows
+      local used = W[#W] + n
+      if used <= c.rate then
+        W[#W] = used
+        return reply(c, 1, c.rate - used, 0)
+      end
+    end
     local expiry = S.Expiry or 0
     local W = fixedwindow_windows(c, S)
     local nb = c.notBefore or 0 -- not before it (algorithm.State's AcquireAt)
@@ -68,13 +79,18 @@ algorithms['fixed-window'] = {
     fixedwindow_settle(c, S, W)
     if at == now and W[#W - 1] == w then
       -- Granted now in the window just counted (the common call): what
-      -- is left is remaining's, from that count and n.
+      -- is left is remaining's, from that count and n. The window is
+      -- then W's only one, and the next call at this instant starts
+      -- from it (above).
+      c.fwS, c.fwNow = S, now
       return reply(c, 1, later(c.rate - used - n, 0), 0)
     end
+    c.fwS = nil
     return reply(c, 1, fixedwindow_remaining(c, W), wait)
   end,
 
   cancel = function(c, S, n, at)
+    c.fwS = nil
     local W = fixedwindow_advance(c, S, fixedwindow_windows(c, S))
     local got = windows_take(W, at, n, c.interval)
     fixedwindow_settle(c, S, W)
@@ -82,6 +98,7 @@ algorithms['fixed-window'] = {
   end,
 
   release = function(c, S, n, _)
+    c.fwS = nil
     local W = fixedwindow_advance(c, S, fixedwindow_windows(c, S))
     local got = windows_take(W, c.now, n, c.interval)
     fixedwindow_settle(c, S, W)

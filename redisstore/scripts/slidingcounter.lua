@@ -98,6 +98,20 @@ algorithms['sliding-counter'] = {
 
   acquire = function(c, S, n, maxWait)
     local now = c.now
+    if c.scS == S and c.scNow == now and not (c.probe or c.notBefore) then
+      -- The call before granted S at this instant in window scW, whose
+      -- counts it left in scPrev and scCur (nothing else changed S
+      -- since): a grant now needs only those, as earliest would find it.
+      local w, prev, interval = c.scW, c.scPrev, c.interval
+      local cur = c.scCur + n
+      local room = c.rate - cur
+      if room >= 0 and (prev == 0 or interval - floor(room * interval / prev) <= now - w) then
+        local W = S.Windows
+        W[#W] = W[#W] + n
+        c.scCur = cur
+        return reply(c, 1, later(room - ceildiv(prev * (interval - (now - w)), interval), 0), 0)
+      end
+    end
     local expiry = S.Expiry or 0
     local W = slidingcounter_windows(c, S)
     local tail = slidingcounter_tail(c, S)
@@ -114,14 +128,18 @@ algorithms['sliding-counter'] = {
     if at == now and W[#W - 1] == w then
       -- Granted now (so earliest found now: e == now) in the window its
       -- counts were read in, the common call: what is left is
-      -- remaining's, from those counts and n.
+      -- remaining's, from those counts and n. The next call at this
+      -- instant starts from them (above).
       local interval = c.interval
+      c.scS, c.scNow, c.scW, c.scPrev, c.scCur = S, now, w, prev, cur + n
       return reply(c, 1, later(c.rate - cur - n - ceildiv(prev * (interval - (now - w)), interval), 0), 0)
     end
+    c.scS = nil
     return reply(c, 1, slidingcounter_remaining(c, W, at), wait)
   end,
 
   cancel = function(c, S, n, at)
+    c.scS = nil
     local W = slidingcounter_advance(c, S, slidingcounter_windows(c, S))
     local tail = slidingcounter_tail(c, S)
     local got = windows_take(W, at, n, c.interval)
@@ -134,6 +152,7 @@ algorithms['sliding-counter'] = {
   end,
 
   release = function(c, S, n, _)
+    c.scS = nil
     local W = slidingcounter_advance(c, S, slidingcounter_windows(c, S))
     local tail, now, interval = slidingcounter_tail(c, S), c.now, c.interval
     local got

@@ -150,6 +150,17 @@ algorithms['sliding-log'] = {
 
   acquire = function(c, S, n, maxWait)
     local now, rate, interval = c.now, c.rate, c.interval
+    if c.slS == S and c.slNow == now and not (c.probe or c.notBefore) then
+      -- The call before granted S at this instant, the tail's (nothing
+      -- else changed S since): S.Total is the live total, and a grant
+      -- now adds to the tail.
+      local total = S.Total + n
+      if total <= rate then
+        S.Total = total
+        c.tailPermits, c.tailDirty = c.tailPermits + n, true
+        return reply(c, 1, rate - total, 0)
+      end
+    end
     local expiry = S.Expiry or 0
     local k, total = slidinglog_live(c, S)
     -- The earliest instant, at or after now and the tail, where n fit.
@@ -199,11 +210,16 @@ algorithms['sliding-log'] = {
     S.Total = total
     save(c, S, at + interval) -- the new tail is at
     local left = later(rate - total, 0)
-    if at > now then left = 0 end
+    if at > now then
+      left, c.slS = 0, nil
+    else
+      c.slS, c.slNow = S, now -- the next call at this instant starts here (above)
+    end
     return reply(c, 1, left, wait)
   end,
 
   cancel = function(c, S, n, at)
+    c.slS = nil
     local k, total = slidinglog_live(c, S)
     slidinglog_advance(c, k)
     local got = 0
@@ -216,6 +232,7 @@ algorithms['sliding-log'] = {
   end,
 
   release = function(c, S, n, upTo)
+    c.slS = nil
     local k, total = slidinglog_live(c, S)
     slidinglog_advance(c, k)
     local got, now = 0, c.now

@@ -17,6 +17,17 @@ algorithms['token-bucket'] = {
   encode = deficit_encode,
 
   acquire = function(c, S, n, maxWait)
+    local now = c.now
+    if c.dS == S and c.dNow == now and not (c.probe or c.notBefore) then
+      -- The call before settled S at this instant (deficit_settle): with
+      -- no queue, a grant now is its debt added to d and the expiry moved.
+      local d, interval = c.d, c.interval
+      local owed, limit = d.Owed + n * interval, c.burst * interval
+      if owed <= limit and d.Live == 0 then
+        d.Owed, S.Owed, S.Expiry = owed, owed, now + ceildiv(owed, c.rate)
+        return reply(c, 1, floor((limit - owed) / interval), 0)
+      end
+    end
     local d = deficit_advance(c, S)
     local limit, owed = c.burst * c.interval, d.Owed + n * c.interval
     local wait = 0

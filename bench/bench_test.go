@@ -731,3 +731,46 @@ func TestOpenLoop(t *testing.T) {
 		t.Errorf("a call before the stall: %v from its schedule, want %v (the timer's lateness is not counted)", lat, fast)
 	}
 }
+
+// TestShortOfGranted: where a workload means every call to be granted, a
+// system refused some says so beside its ratios in the headline and in a
+// granted column of its cell's table; a denied cell, all refusals, does
+// not.
+func TestShortOfGranted(t *testing.T) {
+	rep := report{Systems: []system{
+		{Name: "redlimit leaky-bucket", Store: onRedis, Family: "redlimit"},
+		{Name: "redis_rate", Store: onRedis, Family: "redis_rate", Peer: true},
+	}}
+	byName := map[string]*system{}
+	for i := range rep.Systems {
+		byName[rep.Systems[i].Name] = &rep.Systems[i]
+	}
+	for _, wl := range []string{one, denied} {
+		c := cell{Workload: wl, Store: onRedis, Callers: 64, Rounds: 1, Systems: []string{"redlimit leaky-bucket", "redis_rate"}}
+		for name, granted := range map[string]float64{"redlimit leaky-bucket": 0.025, "redis_rate": 1} {
+			m := newMeasurement()
+			m.System, m.Round, m.DecisionsPerSec, m.GrantedFraction = name, 1, 100, granted
+			c.Measurements = append(c.Measurements, m)
+		}
+		c.summarise(byName)
+		rep.Cells = append(rep.Cells, c)
+	}
+	var out strings.Builder
+	if err := rep.writeMarkdown(&out); err != nil {
+		t.Fatal(err)
+	}
+	md := out.String()
+	if !strings.Contains(md, "| one limiter | redlimit leaky-bucket | redis_rate | 1.00x (2.5% granted) |") {
+		t.Errorf("headline without the share granted:\n%s", md)
+	}
+	if strings.Count(md, "% granted)") != 1 {
+		t.Errorf("a share noted where all were granted, or in the denied cell:\n%s", md)
+	}
+	oneTable, deniedTable, _ := strings.Cut(md[strings.Index(md, "## one limiter, every"):], "## one limiter used up")
+	if !strings.Contains(oneTable, "| granted |") || !strings.Contains(oneTable, "| 2.5% |") {
+		t.Errorf("the granted cell's table has no granted column:\n%s", oneTable)
+	}
+	if strings.Contains(deniedTable, "| granted |") {
+		t.Errorf("the denied cell's table has a granted column:\n%s", deniedTable)
+	}
+}

@@ -77,8 +77,8 @@ func (rep *report) chart(w io.Writer) error {
 				if sum := c.summary(s.Name); sum != nil && sum.Errors == 0 && sum.DecisionsPerSec.N > 0 {
 					g.values[wl] = sum.DecisionsPerSec
 					// A bar that did not do what its workload asks says so.
-					if f := float64(sum.GrantedFraction.Median); wl != denied && f < 0.99 {
-						g.notes[wl] = fmt.Sprintf(" (%.0f%% granted)", 100*f)
+					if f, short := c.shortOfGranted(s.Name); short {
+						g.notes[wl] = " (" + grantedText(f) + ")"
 					}
 				}
 			}

@@ -149,7 +149,7 @@ func (m *measurement) fill(l *load, redis bool, pace float64) {
 func (m *measurement) progress(c *cell) string {
 	s := fmt.Sprintf("%-6s %-12s %4d callers  %-30s %12s/s", c.Store, c.Workload, c.Callers, m.System, thousands(m.DecisionsPerSec))
 	if m.GrantedFraction < 0.99 && m.Decisions > 0 && c.Workload != denied {
-		s += fmt.Sprintf(" (%.1f%% granted)", 100*m.GrantedFraction)
+		s += " (" + grantedText(m.GrantedFraction) + ")"
 	}
 	s += fmt.Sprintf("  p99 %s  client %s/dec", dur(float64(m.P99Ns)), micros(float64(m.ClientCPUUs)))
 	if !math.IsNaN(float64(m.RedisCPUUs)) {
@@ -196,6 +196,21 @@ type cell struct {
 }
 
 func (c *cell) key() string { return fmt.Sprintf("%s/%s/%d", c.Store, c.Workload, c.Callers) }
+
+// shortOfGranted reports, for a workload that asks every call to be
+// granted, the median share of system's calls in c that were (ok: below
+// 99%, so its figures are not of grants alone and its report says so).
+func (c *cell) shortOfGranted(system string) (share float64, ok bool) {
+	s := c.summary(system)
+	if s == nil || c.Workload == denied || s.GrantedFraction.N == 0 {
+		return 0, false
+	}
+	share = float64(s.GrantedFraction.Median)
+	return share, share < 0.99
+}
+
+// grantedText is a share of calls granted, as the report prints it.
+func grantedText(share float64) string { return fmt.Sprintf("%.1f%% granted", 100*share) }
 
 // summary is one system's figures over a cell's rounds: each the median
 // and range of the rounds' (errors: their sum).
@@ -596,6 +611,13 @@ func (rep *report) headline(pf func(string, ...any)) {
 			if c := rep.cell(r.store, r.workload, n); c != nil {
 				if q := c.ratio(r.system, r.peer, "decisions_per_sec"); q != nil {
 					txt = ratioText(q.stat)
+					// A ratio of figures that are not of grants alone says so.
+					if f, short := c.shortOfGranted(r.system); short {
+						txt += " (" + grantedText(f) + ")"
+					}
+					if f, short := c.shortOfGranted(r.peer); short {
+						txt += " (" + r.peer + " " + grantedText(f) + ")"
+					}
 				}
 			}
 			pf(" %s |", txt)
@@ -644,6 +666,21 @@ func (rep *report) workloadTable(pf func(string, ...any), cells []*cell) {
 		for _, p := range peers {
 			cols = append(cols, ratioCol("vs "+p, p, "decisions_per_sec"))
 		}
+	}
+	// Where a system was refused calls a granted workload meant to grant,
+	// the share granted, in a column of its own.
+	short := false
+	for _, c := range cells {
+		for _, name := range c.Systems {
+			if _, ok := c.shortOfGranted(name); ok {
+				short = true
+			}
+		}
+	}
+	if short {
+		cols = append(cols, column{"granted", func(_ *cell, s *summary) string {
+			return statText(s.GrantedFraction, func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) })
+		}})
 	}
 	cols = append(cols, column{"p99", func(_ *cell, s *summary) string { return statText(s.P99Ns, dur) }})
 	if half {

@@ -469,9 +469,9 @@ func prepareXRate(ctx context.Context, e *env, p prep) (*target, error) {
 
 // prepareGoLimiter is sethvargo/go-limiter's memory store: one store for
 // every key, Take per decision (its sweeper left at the default, hours
-// away).
+// away), with goLimiterInterval.
 func prepareGoLimiter(ctx context.Context, e *env, p prep) (*target, error) {
-	st, err := memorystore.New(&memorystore.Config{Tokens: uint64(p.l.Rate), Interval: p.l.Interval})
+	st, err := memorystore.New(&memorystore.Config{Tokens: uint64(p.l.Rate), Interval: goLimiterInterval(p.l)})
 	if err != nil {
 		return nil, err
 	}
@@ -483,4 +483,20 @@ func prepareGoLimiter(ctx context.Context, e *env, p prep) (*target, error) {
 		},
 		close: func() { _ = st.Close(context.Background()) },
 	}, nil
+}
+
+// goLimiterInterval is the interval go-limiter is given for l. Its bucket
+// refills, at each tick of its interval, interval/tokens tokens per tick
+// gone by (in ns), so with more tokens than the square root of the
+// interval in ns it refills fewer than it spent (sethvargo/go-limiter
+// issue 29): at the granted limit in memory it would refuse nearly every
+// call after its first second. A limit that large is there to grant every
+// call, so go-limiter gets the same tokens over an hour instead, an
+// interval no measurement reaches: every call is granted from the bucket
+// it starts with.
+func goLimiterInterval(l limit) time.Duration {
+	if float64(l.Rate)*float64(l.Rate) > float64(l.Interval.Nanoseconds()) {
+		return max(l.Interval, time.Hour)
+	}
+	return l.Interval
 }

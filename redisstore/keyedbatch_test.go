@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -122,6 +123,177 @@ func TestKeyedBatchEqualsAlone(t *testing.T) {
 		}
 	}
 	t.Logf("%d calls in %d runs answered as alone", calls, runs)
+}
+
+// TestKeyedBatchRunsOnOneKey: a run of alike acquires on one key (the
+// calls of a busy key, sent as "=": each takes the state the one before
+// left, written once for the key), with now and then a call unlike them
+// among them, answers as the same calls made one run each, and leaves the
+// key holding the same state, for every one-limit policy.
+func TestKeyedBatchRunsOnOneKey(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	clk := clock.NewFake(time.UnixMicro(1_700_000_000_123_456))
+	s, err := New(rdb, WithTimeSource(clk), WithPrefix("kr:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	limits := []redlimit.Config{
+		redlimit.PerSecond(5).WithAlgorithm(redlimit.FixedWindow),
+		redlimit.PerSecond(5).WithAlgorithm(redlimit.SlidingCounter),
+		redlimit.TokenBucketConfig(5, time.Second, 5),
+		redlimit.LeakyBucketConfig(5000, time.Second, 5),
+		redlimit.PerSecond(5).WithAlgorithm(redlimit.SlidingLog),
+	}
+	entries := map[string]*policyEntry{}
+	for i, l := range limits {
+		for _, side := range []string{"a", "b"} {
+			name := fmt.Sprint(side, i)
+			if _, _, err := s.SetPolicy(ctx, name, redlimit.PolicyConfig{Limits: []redlimit.Config{l}}, redlimit.SetResetState); err != nil {
+				t.Fatal(err)
+			}
+			e, _, err := s.policyFor(ctx, name, &redlimit.PolicyConfig{}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries[name] = e
+		}
+	}
+	// state is a key's state after its head ("EPOCH VERSION|"), which
+	// names the policy's epoch: the twins' differ.
+	state := func(key string) string {
+		_, st, _ := strings.Cut(rdb.Get(ctx, key).Val(), "|")
+		return st
+	}
+	rng := rand.New(rand.NewPCG(21, 23))
+	calls, alike := 0, 0
+	for step := range 400 {
+		clk.Advance(time.Duration(rng.IntN(300)) * time.Millisecond)
+		i := step % len(limits)
+		an, bn := fmt.Sprint("a", i), fmt.Sprint("b", i)
+		a, b := entries[an], entries[bn]
+		var order []*keyWork
+		type twin struct {
+			keys []string
+			args []any
+			w    *keyWork
+			j    int
+		}
+		var twins []twin
+		for _, key := range []string{"k0", "k1"} {
+			ka := policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: an, Key: key}, 1)
+			kb := policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: bn, Key: key}, 1)
+			w := &keyWork{Key: ka[0]}
+			for range 1 + rng.IntN(12) {
+				op, n, arg := keyAcquire, int64(1), int64(0)
+				if rng.IntN(8) == 0 { // unlike the calls around it
+					op, n, arg = []string{keyAcquire, keyStatus, keyRelease}[rng.IntN(3)], 2, -1
+					if op != keyAcquire {
+						n = 1
+					}
+				} else {
+					alike++
+				}
+				w.Calls = append(w.Calls, keyedCall{keys: ka, args: a.callArgs(op, n, arg, false, "", nil)})
+				twins = append(twins, twin{kb, b.callArgs(op, n, arg, false, "", nil), w, len(w.Calls) - 1})
+			}
+			w.Results = make([]string, len(w.Calls))
+			order = append(order, w)
+		}
+		s.runKeyed(ctx, order)
+		for _, tw := range twins {
+			calls++
+			if tw.w.Err != nil {
+				t.Fatal(tw.w.Err)
+			}
+			want, err := s.runCall(ctx, keyedCall{keys: tw.keys, args: tw.args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tw.w.Results[tw.j]; got != want {
+				t.Fatalf("step %d, %s call %d %v: batched %q, alone %q", step, tw.w.Key, tw.j, tw.args[1:4], got, want)
+			}
+		}
+		for _, w := range order {
+			twinKey := strings.Replace(w.Key, "{a", "{b", 1)
+			if got, want := state(w.Key), state(twinKey); got != want {
+				t.Fatalf("step %d: %s holds %q after the run, %s %q", step, w.Key, got, twinKey, want)
+			}
+		}
+	}
+	t.Logf("%d calls (%d alike) in runs of one key answered as alone", calls, alike)
+}
+
+// TestKeyedBatchTTL: on Redis's clock, a run of alike acquires on one key
+// leaves the key's TTL where its state expires: a fixed window's the
+// window's end, kept from the call before the run; a token bucket's moved
+// on by every grant of the run.
+func TestKeyedBatchTTL(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	s, err := New(rdb, WithPrefix("kt:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const runCalls = 5
+	for _, tc := range []struct {
+		name  string
+		limit redlimit.Config
+		// ttl is the key's TTL after 1+runCalls grants, from Redis's clock
+		// just before and just after them.
+		ttl func(before, after time.Time) (lo, hi time.Duration)
+	}{
+		{"fixed-window", redlimit.PerInterval(100, time.Hour).WithAlgorithm(redlimit.FixedWindow), func(before, after time.Time) (time.Duration, time.Duration) {
+			end := after.Truncate(time.Hour).Add(time.Hour)
+			return end.Sub(after), end.Sub(before) + time.Millisecond
+		}},
+		{"token-bucket", redlimit.TokenBucketConfig(100, time.Hour, 100), func(before, after time.Time) (time.Duration, time.Duration) {
+			owed := (1 + runCalls) * time.Hour / 100 // each grant owes 36s
+			return owed - after.Sub(before), owed + time.Millisecond
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := s.SetPolicy(ctx, tc.name, redlimit.PolicyConfig{Limits: []redlimit.Config{tc.limit}}, redlimit.SetResetState); err != nil {
+				t.Fatal(err)
+			}
+			e, _, err := s.policyFor(ctx, tc.name, &redlimit.PolicyConfig{}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: tc.name, Key: "k"}, 1)
+			for try := 0; ; try++ {
+				if err := rdb.Del(ctx, keys[0]).Err(); err != nil {
+					t.Fatal(err)
+				}
+				before := rdb.Time(ctx).Val()
+				if _, err := s.runCall(ctx, keyedCall{keys: keys, args: e.callArgs(keyAcquire, 1, 0, false, "", nil)}); err != nil {
+					t.Fatal(err)
+				}
+				w := &keyWork{Key: keys[0]}
+				for range runCalls {
+					w.Calls = append(w.Calls, keyedCall{keys: keys, args: e.callArgs(keyAcquire, 1, 0, false, "", nil)})
+				}
+				w.Results = make([]string, runCalls)
+				s.runKeyed(ctx, []*keyWork{w})
+				if w.Err != nil {
+					t.Fatal(w.Err)
+				}
+				ttl := rdb.PTTL(ctx, keys[0]).Val()
+				after := rdb.Time(ctx).Val()
+				// At most twice: both calls fall in one window but for
+				// those around an hour's turn.
+				if !before.Truncate(time.Hour).Equal(after.Truncate(time.Hour)) && try == 0 {
+					continue
+				}
+				if lo, hi := tc.ttl(before, after); ttl < lo || ttl > hi {
+					t.Errorf("TTL %v after a grant and a run of %d; want [%v, %v]", ttl, runCalls, lo, hi)
+				}
+				break
+			}
+		})
+	}
 }
 
 // TestKeyedCallsShareRuns: keyed calls made while another is in flight

@@ -268,6 +268,26 @@ local function policy_value36(s)
   return v
 end
 
+-- A batch's calls alike on one key, one after another (policy_batch),
+-- each take the state the one before left: policy_fast, told to defer,
+-- keeps the key's new state here instead of writing it, and the next call
+-- on the key reads it from here. pendKey is the key (nil: nothing kept),
+-- pendSt its state, pendE that state's expiry, pendWas the expiry of the
+-- state the key holds in Redis (where its TTL ends; 0: none).
+local pendKey, pendSt, pendE, pendWas = nil, nil, 0, 0
+
+-- policy_flush writes the state kept for a key, if any (policy_fast's
+-- write, once for the key's calls).
+local function policy_flush(start, injected)
+  if not pendKey then return end
+  if pendE == pendWas and not injected then
+    redis.call('SET', pendKey, pendSt, 'KEEPTTL')
+  else
+    redis.call('SET', pendKey, pendSt, 'PX', policy_ttl(key_ttl(pendE, start, injected)))
+  end
+  pendKey, pendSt = nil, nil
+end
+
 -- policy_fast is the acquire of a policy of one fixed window, sliding
 -- counter, token bucket or leaky bucket, on a key whose state is empty or
 -- of this epoch and version, with at most one window (a counter: two)
@@ -278,8 +298,10 @@ end
 -- that path gives (the algorithm's file's acquire, its state string
 -- written the same), made at once, with no other table, no pcall and a
 -- string per number of the state: the common call of a service that
--- counts requests per descriptor.
-local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
+-- counts requests per descriptor. With defer, the state is kept for the
+-- next call on key instead (pendKey, raw then being pendSt when pendKey
+-- is key), to be written by policy_flush.
+local function policy_fast(key, raw, start, injected, p, n, maxWait, heads, defer)
   local rate, interval = p.rate, p.interval * 1000
   local now, e = start, 0
   local p36 = policy_p36
@@ -385,7 +407,11 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads)
     local a1, a2, a3, a4, a5, a6 = p36(after)
     st = head .. n1 .. n2 .. n3 .. n4 .. n5 .. n6 .. ' ' .. a1 .. a2 .. a3 .. a4 .. a5 .. a6
   end
-  if e == was and not injected then
+  if defer then
+    -- The first call kept for key read its state from Redis: its TTL's end.
+    if pendKey ~= key then pendKey, pendWas = key, was end
+    pendSt, pendE = st, e
+  elseif e == was and not injected then
     -- The key's TTL already ends there: SET sets none, so Redis neither
     -- drops and adds the key's expiry nor rewrites the command.
     redis.call('SET', key, st, 'KEEPTTL')
@@ -709,10 +735,13 @@ local function policy_planned(keys, k, argv, a, b, start, injected, p, n, arg, h
     if r then return r end
     if raw == nil then raw = rcall('GET', keys[k + 1]) end
   else
-    raw = rcall('GET', keys[k + 1])
-    r = policy_fast(keys[k + 1], raw, start, injected, p, n, arg, heads)
+    local key = keys[k + 1]
+    if pendKey == key then raw = pendSt else raw = rcall('GET', key) end
+    r = policy_fast(key, raw, start, injected, p, n, arg, heads, true)
     if r then return r end
   end
+  -- The general path reads and writes the key in Redis.
+  policy_flush(start, injected)
   return policy_serve(keys, k, argv, a, b, start, injected, raw)
 end
 
@@ -729,6 +758,7 @@ end
 -- per call, policy_main's array (an empty one: ARGV unreadable).
 local function policy_batch(keys, argv)
   local start, injected = run_start(argv)
+  pendKey = nil -- nothing kept from a run that ended in an error
   local out = {}
   if not policyPairs then policy_init() end
   local k, i, m, a, b, nk = 0, 2, #argv, nil, nil, nil
@@ -741,13 +771,17 @@ local function policy_batch(keys, argv)
     if argv[i] ~= '=' then
       local na
       nk, na = policy_num(argv[i]), policy_num(argv[i + 1])
-      if not nk or not na or na < 4 or i + na > m then return cmsgpack.pack({}) end
-      if na > 4 then b = i + 5 elseif not b then return cmsgpack.pack({}) end
+      if not nk or not na or na < 4 or i + na > m then policy_flush(start, injected); return cmsgpack.pack({}) end
+      if na > 4 then b = i + 5 elseif not b then policy_flush(start, injected); return cmsgpack.pack({}) end
       a, step, planned = i + 2, na + 1, nil
+      policy_flush(start, injected)
       ok, res = pcall(policy_serve, keys, k, argv, a, b, start, injected)
     elseif not a then
+      policy_flush(start, injected)
       return cmsgpack.pack({})
     else
+      -- A state kept for another key is written before this call's.
+      if pendKey and pendKey ~= keys[k + 1] then policy_flush(start, injected) end
       if planned == nil then
         planned, p, n, arg, heads = pcall(policy_fast_plan, argv, a, b)
         planned = planned and p ~= nil
@@ -762,5 +796,6 @@ local function policy_batch(keys, argv)
     out[#out + 1] = res
     k, i = k + nk, i + step
   end
+  policy_flush(start, injected)
   return cmsgpack.pack(out)
 end

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -220,6 +221,11 @@ func TestKeyedBatchRunsOnOneKey(t *testing.T) {
 			if got, want := state(w.Key), state(twinKey); got != want {
 				t.Fatalf("step %d: %s holds %q after the run, %s %q", step, w.Key, got, twinKey, want)
 			}
+			// A sliding log's list beside the state.
+			list, twinList := w.Calls[0].keys[1], strings.Replace(w.Calls[0].keys[1], "{a", "{b", 1)
+			if got, want := rdb.LRange(ctx, list, 0, -1).Val(), rdb.LRange(ctx, twinList, 0, -1).Val(); !slices.Equal(got, want) {
+				t.Fatalf("step %d: list %s holds %q after the run, %s %q", step, list, got, twinList, want)
+			}
 		}
 	}
 	t.Logf("%d calls (%d alike) in runs of one key answered as alone", calls, alike)
@@ -253,6 +259,10 @@ func TestKeyedBatchTTL(t *testing.T) {
 			owed := (1 + runCalls) * time.Hour / 100 // each grant owes 36s
 			return owed - after.Sub(before), owed + time.Millisecond
 		}},
+		// The log's state and list: an interval after the newest entry.
+		{"sliding-log", redlimit.PerInterval(100, time.Hour).WithAlgorithm(redlimit.SlidingLog), func(before, after time.Time) (time.Duration, time.Duration) {
+			return time.Hour - after.Sub(before) - time.Millisecond, time.Hour + time.Millisecond
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, _, err := s.SetPolicy(ctx, tc.name, redlimit.PolicyConfig{Limits: []redlimit.Config{tc.limit}}, redlimit.SetResetState); err != nil {
@@ -264,7 +274,7 @@ func TestKeyedBatchTTL(t *testing.T) {
 			}
 			keys := policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: tc.name, Key: "k"}, 1)
 			for try := 0; ; try++ {
-				if err := rdb.Del(ctx, keys[0]).Err(); err != nil {
+				if err := rdb.Del(ctx, keys...).Err(); err != nil {
 					t.Fatal(err)
 				}
 				before := rdb.Time(ctx).Val()
@@ -281,14 +291,18 @@ func TestKeyedBatchTTL(t *testing.T) {
 					t.Fatal(w.Err)
 				}
 				ttl := rdb.PTTL(ctx, keys[0]).Val()
+				listTTL := ttl
+				if tc.limit.Algorithm == redlimit.SlidingLog {
+					listTTL = rdb.PTTL(ctx, keys[1]).Val()
+				}
 				after := rdb.Time(ctx).Val()
 				// At most twice: both calls fall in one window but for
 				// those around an hour's turn.
 				if !before.Truncate(time.Hour).Equal(after.Truncate(time.Hour)) && try == 0 {
 					continue
 				}
-				if lo, hi := tc.ttl(before, after); ttl < lo || ttl > hi {
-					t.Errorf("TTL %v after a grant and a run of %d; want [%v, %v]", ttl, runCalls, lo, hi)
+				if lo, hi := tc.ttl(before, after); ttl < lo || ttl > hi || listTTL < lo || listTTL > hi {
+					t.Errorf("TTL %v (list %v) after a grant and a run of %d; want [%v, %v]", ttl, listTTL, runCalls, lo, hi)
 				}
 				break
 			}

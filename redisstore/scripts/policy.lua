@@ -279,6 +279,7 @@ local pendKey, pendSt, pendE, pendWas = nil, nil, 0, 0
 -- policy_flush writes the state kept for a key, if any (policy_fast's
 -- write, once for the key's calls).
 local function policy_flush(start, injected)
+  slidinglog_write_kept(policy_b36, policy_ttl)
   if not pendKey then return end
   if pendE == pendWas and not injected then
     redis.call('SET', pendKey, pendSt, 'KEEPTTL')
@@ -730,6 +731,8 @@ end
 local function policy_planned(keys, k, argv, a, b, start, injected, p, n, arg, heads)
   local r, raw
   if p.impl == logImpl then
+    r = slidinglog_again(keys[k + 1], start, p.rate, n, policy_b36, policy_ttl)
+    if r then return r end
     r, raw = slidinglog_fast(keys[k + 1], keys[k + 2], heads.l, heads.nl, start, injected, p.rate, p.interval, n,
       arg, policy_b36, policy_ttl)
     if r then return r end
@@ -758,7 +761,7 @@ end
 -- per call, policy_main's array (an empty one: ARGV unreadable).
 local function policy_batch(keys, argv)
   local start, injected = run_start(argv)
-  pendKey = nil -- nothing kept from a run that ended in an error
+  pendKey, slKey = nil, nil -- nothing kept from a run that ended in an error
   local out = {}
   if not policyPairs then policy_init() end
   local k, i, m, a, b, nk = 0, 2, #argv, nil, nil, nil
@@ -781,7 +784,8 @@ local function policy_batch(keys, argv)
       return cmsgpack.pack({})
     else
       -- A state kept for another key is written before this call's.
-      if pendKey and pendKey ~= keys[k + 1] then policy_flush(start, injected) end
+      local key = keys[k + 1]
+      if (pendKey and pendKey ~= key) or (slKey and slKey ~= key) then policy_flush(start, injected) end
       if planned == nil then
         planned, p, n, arg, heads = pcall(policy_fast_plan, argv, a, b)
         planned = planned and p ~= nil

@@ -287,6 +287,42 @@ local function slidinglog_text36(now, interval, b36)
   return slidinglogState36
 end
 
+-- The latest grant slidinglog_fast made, for the calls alike that follow
+-- it on its key in a batch (slidinglog_again): its key (nil: none), list,
+-- instant (ms), its state's text up to the total, the live total and the
+-- tail's permits after it, and the expiry (µs). slDirty: a grant since
+-- (slidinglog_again's) is not written yet.
+local slKey, slList, slNow, slPre, slTotal, slTail, slE, slDirty
+
+-- slidinglog_write_kept writes what slidinglog_again granted, if
+-- anything, and forgets the grant: the key's TTLs are those of the grant
+-- it followed, at the same instant, so they stay. b36 and numText are as
+-- slidinglog_fast takes them.
+local function slidinglog_write_kept(b36, numText)
+  if slDirty then
+    rcall('LSET', slList, '-1', numText(slTail))
+    rcall('SET', slKey, slPre .. b36(slTotal), 'KEEPTTL')
+    slDirty = false
+  end
+  slKey = nil
+end
+
+-- slidinglog_again is slidinglog_fast's acquire of n on key right after
+-- its grant on key at the same instant, nothing else having written the
+-- key since (policy_batch's calls alike): the log's total and tail in
+-- hand, a grant at once adds to them, written later (slidinglog_write_kept).
+-- Else it returns nil, the grants written first, and the call goes on.
+local function slidinglog_again(key, start, rate, n, b36, numText)
+  if slKey ~= key or slNow ~= floor(start / 1000) then return nil end
+  local total = slTotal + n
+  if total > rate then
+    slidinglog_write_kept(b36, numText)
+    return nil
+  end
+  slTotal, slTail, slDirty = total, slTail + n, true
+  return {start, 1, rate - total, later(slE - start, 0)}
+end
+
 -- slidinglog_fast_read is the acquire of a keyed policy of one sliding log
 -- (policy.lua), on a key whose state is empty, past its expiry, or of this
 -- epoch and version (raw starting with head; its numbers from the index
@@ -381,8 +417,10 @@ local function slidinglog_fast_read(key, listKey, raw, head, from, start, inject
   elseif trim > 0 then
     rcall('LTRIM', listKey, slidinglogTrims[trim], '-1')
   end
+  local tail = n
   if tAt == now then
-    rcall('LSET', listKey, '-1', numText(tPermits + n))
+    tail = tPermits + n
+    rcall('LSET', listKey, '-1', numText(tail))
   else
     if rcall('RPUSH', listKey, slidinglog_now_text(now), numText(n)) ~= 2 and empty == 'new' then
       rcall('LTRIM', listKey, '-2', '-1') -- a list whose state is gone
@@ -390,7 +428,8 @@ local function slidinglog_fast_read(key, listKey, raw, head, from, start, inject
   end
   total = total + n
   local e = (now + interval) * 1000
-  local st = head .. slidinglog_text36(now, interval, b36) .. ' ' .. b36(total)
+  local pre = head .. slidinglog_text36(now, interval, b36) .. ' '
+  local st = pre .. b36(total)
   if kept and trim == 0 then
     -- The list was neither trimmed nor made anew: no PEXPIRE, and SET
     -- keeps the state's TTL (Redis rewrites no command either).
@@ -400,6 +439,7 @@ local function slidinglog_fast_read(key, listKey, raw, head, from, start, inject
     rcall('PEXPIRE', listKey, ttl)
     rcall('SET', key, st, 'PX', ttl)
   end
+  slKey, slList, slNow, slPre, slTotal, slTail, slE, slDirty = key, listKey, now, pre, total, tail, e, false
   return {start, 1, later(rate - total, 0), later(e - start, 0)}
 end
 
@@ -435,12 +475,14 @@ local function slidinglog_fast(key, listKey, head, from, start, injected, rate, 
     local now = floor(start / 1000)
     local e = (now + interval) * 1000
     local ttl = numText(key_ttl(e, start, injected))
-    raw = rcall('SET', key, head .. slidinglog_text36(now, interval, b36) .. ' ' .. b36(n), 'PX', ttl, 'NX', 'GET')
+    local pre = head .. slidinglog_text36(now, interval, b36) .. ' '
+    raw = rcall('SET', key, pre .. b36(n), 'PX', ttl, 'NX', 'GET')
     if not raw then
       if rcall('RPUSH', listKey, slidinglog_now_text(now), numText(n)) ~= 2 then
         rcall('LTRIM', listKey, '-2', '-1') -- a list whose state is gone
       end
       rcall('PEXPIRE', listKey, ttl)
+      slKey, slList, slNow, slPre, slTotal, slTail, slE, slDirty = key, listKey, now, pre, n, n, e, false
       return {start, 1, later(rate - n, 0), later(e - start, 0)}, false
     end
   else

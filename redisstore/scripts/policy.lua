@@ -275,6 +275,11 @@ end
 -- pendSt its state, pendE that state's expiry, pendWas the expiry of the
 -- state the key holds in Redis (where its TTL ends; 0: none).
 local pendKey, pendSt, pendE, pendWas = nil, nil, 0, 0
+-- pendImpl is the algorithm of the state kept, and pendNow, pendA..pendD
+-- its numbers as the next call would parse them from pendSt: the
+-- instant, then a window's start and count (a counter's two windows: A,
+-- B, C, D, C nil for one), or a bucket's owed.
+local pendImpl, pendNow, pendA, pendB, pendC, pendD
 
 -- policy_flush writes the state kept for a key, if any (policy_fast's
 -- write, once for the key's calls).
@@ -286,7 +291,7 @@ local function policy_flush(start, injected)
   else
     redis.call('SET', pendKey, pendSt, 'PX', policy_ttl(key_ttl(pendE, start, injected)))
   end
-  pendKey, pendSt = nil, nil
+  pendKey, pendSt, pendImpl = nil, nil, nil
 end
 
 -- policy_fast is the acquire of a policy of one fixed window, sliding
@@ -305,6 +310,8 @@ end
 local function policy_fast(key, raw, start, injected, p, n, maxWait, heads, defer)
   local rate, interval = p.rate, p.interval * 1000
   local now, e = start, 0
+  -- raw is the state kept for key: its numbers are at hand, unparsed.
+  local kept = defer and pendKey == key and pendImpl == p.impl
   local p36 = policy_p36
   local st -- the key's string written: one concatenation
   local left
@@ -313,7 +320,13 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads, defe
     local ws, q, expiry = nil, 0, 0
     local head = heads.f
     local values = policyValues
-    if raw then
+    if kept then
+      local l = pendNow
+      ws, q, expiry = pendA, pendB, pendE
+      if l > now then now = l end
+      if now >= expiry then ws = nil else was = expiry end -- past its expiry: empty
+      if ws and ws > now then return nil end -- a reservation
+    elseif raw then
       -- "last expiry start permits" after the head, the start an offset
       -- from last (maybe negative), the window's end expiry.
       local L, X, G, W, M = string.match(raw, heads.fpat)
@@ -335,13 +348,20 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads, defe
     end
     q, ws, e = a1, a2, a3
     left = rate - q
+    pendA, pendB = ws, q
     st = head .. policy_memo36(1, now) .. ' ' .. policy_memo36(2, e - now) .. ' ' .. policy_memo36(3, ws - now) ..
       ' ' .. policy_b36(q)
   elseif p.impl == counterImpl then
     local tail, s1, p1, s2, p2 = 0, nil, 0, nil, 0
     local head = heads.c
     local values = policyValues
-    if raw then
+    if kept then
+      local L = pendNow
+      if L > now then now = L end
+      if now < pendE then -- else past its expiry: empty
+        was, tail, s1, p1, s2, p2 = pendE, L, pendA, pendB, pendC, pendD or 0
+      end
+    elseif raw then
       -- "last expiry tail start permits", then a second window's "start
       -- permits" if the state has one; every separator there: the
       -- length tells.
@@ -374,6 +394,7 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads, defe
     local ok, k
     ok, left, e, k, s1, p1, s2, p2 = counter_grant(now, rate, interval, n, tail, s1, p1, s2, p2)
     if not ok then return nil end
+    if k == 2 then pendA, pendB, pendC, pendD = s1, p1, s2, p2 else pendA, pendB, pendC, pendD = s1, p1, nil, nil end
     -- The tail is now: 0.
     if k == 2 then
       st = head .. policy_memo36(1, now) .. ' ' .. policy_memo36(2, e - now) .. ' 0 ' ..
@@ -388,7 +409,11 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads, defe
     local leaky = p.impl == leakyImpl
     local head, at = heads.t, heads.nt
     if leaky then head, at = heads.q, heads.nq end
-    if raw then
+    if kept then
+      l, owed = pendNow, pendA
+      expiry = l + ceildiv(owed, rate)
+      if l > now then now = l end
+    elseif raw then
       if string.find(raw, head, 1, true) ~= 1 then return nil end
       local L, o = string.match(raw, '^(%w+) (%w+)$', at)
       if not L then return nil end
@@ -404,6 +429,7 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads, defe
     local after = a2
     left = a1
     e = now + ceildiv(after, rate)
+    pendA = after
     local n1, n2, n3, n4, n5, n6 = p36(now)
     local a1, a2, a3, a4, a5, a6 = p36(after)
     st = head .. n1 .. n2 .. n3 .. n4 .. n5 .. n6 .. ' ' .. a1 .. a2 .. a3 .. a4 .. a5 .. a6
@@ -411,7 +437,7 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads, defe
   if defer then
     -- The first call kept for key read its state from Redis: its TTL's end.
     if pendKey ~= key then pendKey, pendWas = key, was end
-    pendSt, pendE = st, e
+    pendSt, pendE, pendImpl, pendNow = st, e, p.impl, now
   elseif e == was and not injected then
     -- The key's TTL already ends there: SET sets none, so Redis neither
     -- drops and adds the key's expiry nor rewrites the command.
@@ -761,7 +787,7 @@ end
 -- per call, policy_main's array (an empty one: ARGV unreadable).
 local function policy_batch(keys, argv)
   local start, injected = run_start(argv)
-  pendKey, slKey = nil, nil -- nothing kept from a run that ended in an error
+  pendKey, pendImpl, slKey = nil, nil, nil -- nothing kept from a run that ended in an error
   local out = {}
   if not policyPairs then policy_init() end
   local k, i, m, a, b, nk = 0, 2, #argv, nil, nil, nil

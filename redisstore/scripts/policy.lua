@@ -784,7 +784,9 @@ end
 -- (as many), the common run of calls alike on many keys: one ARGV, not
 -- five, for Redis to read and its Lua to intern per call.
 -- KEYS are the calls' KEYS in turn. Reply: one MessagePack array holding,
--- per call, policy_main's array (an empty one: ARGV unreadable).
+-- per call, policy_main's array (an empty one: ARGV unreadable). Calls
+-- alike on one key in a row keep its state in hand, written once
+-- (policy_flush) when the run leaves the key.
 local function policy_batch(keys, argv)
   local start, injected = run_start(argv)
   pendKey, pendImpl, slKey = nil, nil, nil -- nothing kept from a run that ended in an error

@@ -28,6 +28,48 @@ var keyedPolicies = [][]redlimit.Config{
 	{redlimit.PerSecond(2).WithAlgorithm(redlimit.SlidingLog)},
 }
 
+// fakeClockStore is a store on rdb under prefix whose time is a fake
+// clock's, closed at the test's end.
+func fakeClockStore(t *testing.T, rdb redis.UniversalClient, prefix string) (*Store, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(time.UnixMicro(1_700_000_000_123_456))
+	s, err := New(rdb, WithTimeSource(clk), WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, clk
+}
+
+// twinCall is a keyed call made alone on a twin policy's keys beside
+// call j of work w made in a run.
+type twinCall struct {
+	keys []string
+	args []any
+	w    *keyWork
+	j    int
+}
+
+// answeredAsAlone fails t unless every call of a run that has a twin
+// answered as its twin does made alone now, after the run; it returns how
+// many it compared.
+func answeredAsAlone(t *testing.T, ctx context.Context, s *Store, twins []twinCall) int {
+	t.Helper()
+	for _, tw := range twins {
+		if tw.w.Err != nil {
+			t.Fatal(tw.w.Err)
+		}
+		want, err := s.runCall(ctx, keyedCall{keys: tw.keys, args: tw.args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tw.w.Results[tw.j]; got != want {
+			t.Fatalf("%s call %d %v: batched %q, alone %q", tw.w.Key, tw.j, tw.args[1:4], got, want)
+		}
+	}
+	return len(twins)
+}
+
 // TestKeyedBatchEqualsAlone: random keyed calls made in shared runs
 // (policy_batch, several calls of several keys and policies per run)
 // answer exactly as the same calls made one run each (policy_main), on a
@@ -35,12 +77,7 @@ var keyedPolicies = [][]redlimit.Config{
 func TestKeyedBatchEqualsAlone(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	clk := clock.NewFake(time.UnixMicro(1_700_000_000_123_456))
-	s, err := New(rdb, WithTimeSource(clk), WithPrefix("kb:"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, clk := fakeClockStore(t, rdb, "kb:")
 	for i, limits := range keyedPolicies {
 		for _, side := range []string{"a", "b"} {
 			norm, err := redlimit.NormalizePolicy(limits)
@@ -59,12 +96,6 @@ func TestKeyedBatchEqualsAlone(t *testing.T) {
 		}
 		return e
 	}
-	type alone struct {
-		keys []string
-		args []any
-		w    *keyWork
-		j    int
-	}
 	ops := []string{keyAcquire, keyAcquire, keyAcquire, keyStatus, keyRelease, keyCancel}
 	rng := rand.New(rand.NewPCG(15, 17))
 	calls, runs := 0, 0
@@ -73,7 +104,7 @@ func TestKeyedBatchEqualsAlone(t *testing.T) {
 		now := clk.Now().UnixMicro()
 		works := map[string]*keyWork{}
 		var order []*keyWork
-		var twins []alone
+		var twins []twinCall
 		for range 1 + rng.IntN(16) {
 			p, key, op := rng.IntN(len(keyedPolicies)), fmt.Sprint("k", rng.IntN(4)), ops[rng.IntN(len(ops))]
 			n, arg := 1+rng.Int64N(3), int64(0)
@@ -102,26 +133,14 @@ func TestKeyedBatchEqualsAlone(t *testing.T) {
 				order = append(order, w)
 			}
 			w.Calls = append(w.Calls, keyedCall{keys: pair[0], args: args[0]})
-			twins = append(twins, alone{keys: pair[1], args: args[1], w: w, j: len(w.Calls) - 1})
+			twins = append(twins, twinCall{keys: pair[1], args: args[1], w: w, j: len(w.Calls) - 1})
 		}
 		for _, w := range order {
 			w.Results = make([]string, len(w.Calls))
 		}
 		s.runKeyed(ctx, order)
 		runs++
-		for _, tw := range twins {
-			calls++
-			if tw.w.Err != nil {
-				t.Fatal(tw.w.Err)
-			}
-			want, err := s.runCall(ctx, keyedCall{keys: tw.keys, args: tw.args})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := tw.w.Results[tw.j]; !reflect.DeepEqual(got, want) {
-				t.Fatalf("%v %v: batched %q, alone %q", tw.keys, tw.args[1:4], got, want)
-			}
-		}
+		calls += answeredAsAlone(t, ctx, s, twins)
 	}
 	t.Logf("%d calls in %d runs answered as alone", calls, runs)
 }
@@ -134,12 +153,7 @@ func TestKeyedBatchEqualsAlone(t *testing.T) {
 func TestKeyedBatchRunsOnOneKey(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	clk := clock.NewFake(time.UnixMicro(1_700_000_000_123_456))
-	s, err := New(rdb, WithTimeSource(clk), WithPrefix("kr:"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, clk := fakeClockStore(t, rdb, "kr:")
 	limits := []redlimit.Config{
 		redlimit.PerSecond(5).WithAlgorithm(redlimit.FixedWindow),
 		redlimit.PerSecond(5).WithAlgorithm(redlimit.SlidingCounter),
@@ -175,13 +189,7 @@ func TestKeyedBatchRunsOnOneKey(t *testing.T) {
 		an, bn := fmt.Sprint("a", i), fmt.Sprint("b", i)
 		a, b := entries[an], entries[bn]
 		var order []*keyWork
-		type twin struct {
-			keys []string
-			args []any
-			w    *keyWork
-			j    int
-		}
-		var twins []twin
+		var twins []twinCall
 		for _, key := range []string{"k0", "k1"} {
 			ka := policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: an, Key: key}, 1)
 			kb := policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: bn, Key: key}, 1)
@@ -197,25 +205,13 @@ func TestKeyedBatchRunsOnOneKey(t *testing.T) {
 					alike++
 				}
 				w.Calls = append(w.Calls, keyedCall{keys: ka, args: a.callArgs(op, n, arg, false, "", nil)})
-				twins = append(twins, twin{kb, b.callArgs(op, n, arg, false, "", nil), w, len(w.Calls) - 1})
+				twins = append(twins, twinCall{kb, b.callArgs(op, n, arg, false, "", nil), w, len(w.Calls) - 1})
 			}
 			w.Results = make([]string, len(w.Calls))
 			order = append(order, w)
 		}
 		s.runKeyed(ctx, order)
-		for _, tw := range twins {
-			calls++
-			if tw.w.Err != nil {
-				t.Fatal(tw.w.Err)
-			}
-			want, err := s.runCall(ctx, keyedCall{keys: tw.keys, args: tw.args})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := tw.w.Results[tw.j]; got != want {
-				t.Fatalf("step %d, %s call %d %v: batched %q, alone %q", step, tw.w.Key, tw.j, tw.args[1:4], got, want)
-			}
-		}
+		calls += answeredAsAlone(t, ctx, s, twins)
 		for _, w := range order {
 			twinKey := strings.Replace(w.Key, "{a", "{b", 1)
 			if got, want := state(w.Key), state(twinKey); got != want {

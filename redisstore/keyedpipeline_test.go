@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit"
-	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -263,12 +262,7 @@ func TestKeyedClusterPipelineRedoes(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3, 0)
 	rdb := cluster.Client(t)
 	ctx := context.Background()
-	clk := clock.NewFake(time.UnixMicro(1_700_000_000_123_456))
-	s, err := New(rdb, WithTimeSource(clk), WithPrefix("redo:"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, clk := fakeClockStore(t, rdb, "redo:")
 	limits := []redlimit.Config{redlimit.PerMinute(3).WithAlgorithm(redlimit.FixedWindow), redlimit.TokenBucketConfig(1, time.Minute, 4)}
 	entry := map[string]*policyEntry{}
 	for _, side := range []string{"a", "b"} {

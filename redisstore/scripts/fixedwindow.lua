@@ -52,7 +52,7 @@ algorithms['fixed-window'] = {
 
   acquire = function(c, S, n, maxWait)
     local now, interval = c.now, c.interval
-    if c.fwS == S and c.fwNow == now and not (c.probe or c.notBefore) then
+    if c.grantS == S and c.grantNow == now and not (c.probe or c.notBefore) then -- prelude.lua
       -- The call before granted S at this instant in its one window,
       -- the current one (nothing else changed S since): its count is
       -- all a grant now needs.
@@ -82,15 +82,15 @@ algorithms['fixed-window'] = {
       -- is left is remaining's, from that count and n. The window is
       -- then W's only one, and the next call at this instant starts
       -- from it (above).
-      c.fwS, c.fwNow = S, now
+      c.grantS, c.grantNow = S, now
       return reply(c, 1, later(c.rate - used - n, 0), 0)
     end
-    c.fwS = nil
+    c.grantS = nil
     return reply(c, 1, fixedwindow_remaining(c, W), wait)
   end,
 
   cancel = function(c, S, n, at)
-    c.fwS = nil
+    c.grantS = nil
     local W = fixedwindow_advance(c, S, fixedwindow_windows(c, S))
     local got = windows_take(W, at, n, c.interval)
     fixedwindow_settle(c, S, W)
@@ -98,7 +98,7 @@ algorithms['fixed-window'] = {
   end,
 
   release = function(c, S, n, _)
-    c.fwS = nil
+    c.grantS = nil
     local W = fixedwindow_advance(c, S, fixedwindow_windows(c, S))
     local got = windows_take(W, c.now, n, c.interval)
     fixedwindow_settle(c, S, W)

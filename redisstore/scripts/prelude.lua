@@ -104,6 +104,14 @@ local function save(c, S, expiry)
   S.Last, S.Expiry = c.now, expiry
 end
 
+-- c.grantS, c.grantNow mark a grant made at once on state S at instant
+-- now by an algorithm's acquire: the next plain acquire (not c.probe nor
+-- c.notBefore) on S at that instant, in a limiter's run, is decided from
+-- what that grant left, nothing having moved since. An acquire that
+-- waits or reserves, a cancel and a release clear it (c.grantS = nil).
+-- The test is written out in each acquire: a function call there costs
+-- more than the rest of the test.
+
 -- reply answers a call: code, value and wait (in µs). A grant's instant is
 -- now + wait, which the client works out itself, so it is not sent.
 --   code  1 granted / done, 0 refused, 2 refused: a leaky bucket's queue is

@@ -98,7 +98,7 @@ algorithms['sliding-counter'] = {
 
   acquire = function(c, S, n, maxWait)
     local now = c.now
-    if c.scS == S and c.scNow == now and not (c.probe or c.notBefore) then
+    if c.grantS == S and c.grantNow == now and not (c.probe or c.notBefore) then -- prelude.lua
       -- The call before granted S at this instant in window scW, whose
       -- counts it left in scPrev and scCur (nothing else changed S
       -- since): a grant now needs only those, as earliest would find it.
@@ -131,15 +131,15 @@ algorithms['sliding-counter'] = {
       -- remaining's, from those counts and n. The next call at this
       -- instant starts from them (above).
       local interval = c.interval
-      c.scS, c.scNow, c.scW, c.scPrev, c.scCur = S, now, w, prev, cur + n
+      c.grantS, c.grantNow, c.scW, c.scPrev, c.scCur = S, now, w, prev, cur + n
       return reply(c, 1, later(c.rate - cur - n - ceildiv(prev * (interval - (now - w)), interval), 0), 0)
     end
-    c.scS = nil
+    c.grantS = nil
     return reply(c, 1, slidingcounter_remaining(c, W, at), wait)
   end,
 
   cancel = function(c, S, n, at)
-    c.scS = nil
+    c.grantS = nil
     local W = slidingcounter_advance(c, S, slidingcounter_windows(c, S))
     local tail = slidingcounter_tail(c, S)
     local got = windows_take(W, at, n, c.interval)
@@ -152,7 +152,7 @@ algorithms['sliding-counter'] = {
   end,
 
   release = function(c, S, n, _)
-    c.scS = nil
+    c.grantS = nil
     local W = slidingcounter_advance(c, S, slidingcounter_windows(c, S))
     local tail, now, interval = slidingcounter_tail(c, S), c.now, c.interval
     local got

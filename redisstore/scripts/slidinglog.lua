@@ -150,7 +150,7 @@ algorithms['sliding-log'] = {
 
   acquire = function(c, S, n, maxWait)
     local now, rate, interval = c.now, c.rate, c.interval
-    if c.slS == S and c.slNow == now and not (c.probe or c.notBefore) then
+    if c.grantS == S and c.grantNow == now and not (c.probe or c.notBefore) then -- prelude.lua
       -- The call before granted S at this instant, the tail's (nothing
       -- else changed S since): S.Total is the live total, and a grant
       -- now adds to the tail.
@@ -211,15 +211,15 @@ algorithms['sliding-log'] = {
     save(c, S, at + interval) -- the new tail is at
     local left = later(rate - total, 0)
     if at > now then
-      left, c.slS = 0, nil
+      left, c.grantS = 0, nil
     else
-      c.slS, c.slNow = S, now -- the next call at this instant starts here (above)
+      c.grantS, c.grantNow = S, now -- the next call at this instant starts here (above)
     end
     return reply(c, 1, left, wait)
   end,
 
   cancel = function(c, S, n, at)
-    c.slS = nil
+    c.grantS = nil
     local k, total = slidinglog_live(c, S)
     slidinglog_advance(c, k)
     local got = 0
@@ -232,7 +232,7 @@ algorithms['sliding-log'] = {
   end,
 
   release = function(c, S, n, upTo)
-    c.slS = nil
+    c.grantS = nil
     local k, total = slidinglog_live(c, S)
     slidinglog_advance(c, k)
     local got, now = 0, c.now

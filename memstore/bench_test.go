@@ -95,7 +95,9 @@ func BenchmarkXTimeRate(b *testing.B) {
 // -cpu 2: 4, 32 and 128 per GOMAXPROCS, the bench module's one-limiter
 // cells), memstore's token bucket and sliding log and x/time/rate side by
 // side: how long the lock is held, and how often a caller parks on it
-// (-mutexprofile, sample index contentions), decide here.
+// (-mutexprofile, sample index contentions), decide here. timed: each
+// call timed by the clock around it, as the bench module's callers time
+// theirs; the gaps between a caller's calls change who wins the lock.
 func BenchmarkContended(b *testing.B) {
 	ctx := context.Background()
 	tb, err := redlimit.New(memstore.New(), "contended", redlimit.WithConfig(redlimit.TokenBucketConfig(1<<30, time.Second, 1<<30)))
@@ -116,25 +118,41 @@ func BenchmarkContended(b *testing.B) {
 		{"x-time-rate", func() { x.Allow() }},
 	} {
 		for _, per := range []int{4, 32, 128} {
-			b.Run(fmt.Sprintf("%s/%dx", sys.name, per), func(b *testing.B) {
-				b.ReportAllocs()
-				b.SetParallelism(per)
-				defer runtime.SetMutexProfileFraction(runtime.SetMutexProfileFraction(1))
-				cpu, parked := processCPU(), mutexContentions()
-				b.ResetTimer() // the profile's reading allocates
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						sys.call()
-					}
+			for _, timed := range []bool{false, true} {
+				name := fmt.Sprintf("%s/%dx", sys.name, per)
+				if timed {
+					name += "/timed"
+				}
+				b.Run(name, func(b *testing.B) {
+					b.ReportAllocs()
+					b.SetParallelism(per)
+					defer runtime.SetMutexProfileFraction(runtime.SetMutexProfileFraction(1))
+					cpu, parked := processCPU(), mutexContentions()
+					b.ResetTimer() // the profile's reading allocates
+					b.RunParallel(func(pb *testing.PB) {
+						var took time.Duration
+						for pb.Next() {
+							if !timed {
+								sys.call()
+								continue
+							}
+							t0 := time.Now()
+							sys.call()
+							took += time.Since(t0)
+						}
+						if took < 0 {
+							b.Error("a call took negative time")
+						}
+					})
+					b.StopTimer()
+					// The process's CPU time per call: on a busy machine,
+					// steadier than ns/op (the other processes' share).
+					b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+					// How often a caller found a lock taken and waited
+					// for it, parked (every mutex of the process).
+					b.ReportMetric(float64(mutexContentions()-parked)/float64(b.N), "parks/op")
 				})
-				b.StopTimer()
-				// The process's CPU time per call: on a busy machine,
-				// steadier than ns/op (the other processes' share).
-				b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
-				// How often a caller found a lock taken and waited
-				// for it, parked (every mutex of the process).
-				b.ReportMetric(float64(mutexContentions()-parked)/float64(b.N), "parks/op")
-			})
+			}
 		}
 	}
 }

@@ -140,9 +140,7 @@ func BenchmarkContended(b *testing.B) {
 							sys.call()
 							took += time.Since(t0)
 						}
-						if took < 0 {
-							b.Error("a call took negative time")
-						}
+						timedSink.Add(int64(took))
 					})
 					b.StopTimer()
 					// The process's CPU time per call: on a busy machine,
@@ -156,6 +154,10 @@ func BenchmarkContended(b *testing.B) {
 		}
 	}
 }
+
+// timedSink keeps BenchmarkContended's timing of each call from being
+// left out by the compiler.
+var timedSink atomic.Int64
 
 // mutexContentions is how many times, so far, a goroutine waited for a
 // sync.Mutex held by another (the mutex profile's count, once

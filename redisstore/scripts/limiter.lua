@@ -156,11 +156,7 @@ local function flush(c, injected)
   end
   local st = encode_state(impl, c, S)
   if perClient then st = c.epochText .. ' ' .. st end
-  -- With a caller's clock Redis still expires keys by its own, so keep them
-  -- a minute longer (the expiry in the state decides when it counts as empty).
-  local ttl = ceildiv((S.Expiry - c.now) * c.unit, 1000) -- ms
-  if injected then ttl = ttl + 60000 end
-  if ttl < 1 then ttl = 1 end
+  local ttl = key_ttl(S.Expiry * c.unit, c.now * c.unit, injected) -- ms
   if perClient then
     redis.call('SET', c.stateKey, st, 'PX', ttl)
   else

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,7 +123,16 @@ func TestFailovers(t *testing.T) {
 			// told: when Sentinel named it (what the clients learn).
 			var failedOver, promoted, told time.Time
 			promotedSeen := make(chan struct{})
-			calls, healed := underLoad(t, newClient,
+			// With acknowledgements the load goes on until a call made
+			// once Sentinel named the new primary is granted (the new
+			// primary's replica may take a while to be in sync).
+			var granted func([]call) bool
+			if v.acks > 0 {
+				granted = func(calls []call) bool {
+					return slices.ContainsFunc(calls, func(c call) bool { return c.err == nil && c.allowed && !told.IsZero() && c.start.After(told) })
+				}
+			}
+			calls, healed := underLoadUntil(t, newClient,
 				func() {
 					failedOver = time.Now()
 					if err := sc.Failover(ctx, st.Master).Err(); err != nil {
@@ -166,7 +176,7 @@ func TestFailovers(t *testing.T) {
 							return strings.Contains(c.Info(ctx, "replication").Val(), "state=online")
 						})
 					}
-				}, v.cfg, opts...)
+				}, granted, v.cfg, opts...)
 			<-promotedSeen
 			report(t, fault{name: name, kept: v.kept, split: !v.kept}, calls, healed, v.cfg, loadDeadline)
 			// The first grant of the new primary: of a call made once

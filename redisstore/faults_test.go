@@ -102,6 +102,14 @@ var loadConfig = redlimit.PerInterval(20, 100*time.Millisecond)
 // the fault was healed. The sleeps set the fault's timeline; nothing waits
 // on them for a result.
 func underLoad(t *testing.T, newClient func() redis.UniversalClient, inject, heal func(), cfg redlimit.Config, opts ...redisstore.Option) ([]call, time.Time) {
+	return underLoadUntil(t, newClient, inject, heal, nil, cfg, opts...)
+}
+
+// underLoadUntil is underLoad whose load, past its last second, goes on
+// until seen reports true of the calls so far (nil: at once), at most
+// 20 s more: a test that waits for an event of the load (a grant after
+// the fault) does not depend on how soon it came.
+func underLoadUntil(t *testing.T, newClient func() redis.UniversalClient, inject, heal func(), seen func([]call) bool, cfg redlimit.Config, opts ...redisstore.Option) ([]call, time.Time) {
 	var (
 		mu    sync.Mutex
 		calls []call
@@ -147,6 +155,14 @@ func underLoad(t *testing.T, newClient func() redis.UniversalClient, inject, hea
 	healed := time.Now()
 	heal()
 	time.Sleep(time.Second)
+	for deadline := time.Now().Add(20 * time.Second); seen != nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		done := seen(calls)
+		mu.Unlock()
+		if done {
+			break
+		}
+	}
 	close(stop)
 	wg.Wait()
 	return calls, healed

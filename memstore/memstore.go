@@ -21,9 +21,10 @@
 // Delete and Expire would answer differently without them. They are kept
 // compact instead: an idle limiter is its name, a small entry and a pointer
 // to its config, which equal configs share. A limiter made for a token
-// bucket has its Overall state in the same allocation, kept when idle:
-// a call touches a cache line less, and a busy limiter whose state a sweep
-// forgot allocates no new one (BenchmarkMillionKeys measures the bytes).
+// bucket has its Overall state in the same allocation, in the lock's
+// cache line, kept when idle: contending calls pass one line between CPUs,
+// and a busy limiter whose state a sweep forgot allocates no new one
+// (BenchmarkMillionKeys measures the bytes).
 //
 // A keyed policy (redlimit.Policy) keeps its config once and, per key, only
 // state, swept the same way: an idle key takes nothing once swept
@@ -143,8 +144,14 @@ type conf struct {
 }
 
 // limiter is one name's config and logs.
+//
+// Its first 64 bytes are the fields a call reads and seldom writes; the
+// lock follows them, starting the next cache line, and a bucketLimiter's
+// state follows the lock in that line. Contending callers then pass one
+// line between CPUs per call, the lock and the state it guards, instead
+// of two; the line read stays shared (BenchmarkContended's timed form
+// measures the difference). TestLimiterLayout holds the layout.
 type limiter struct {
-	mu sync.Mutex
 	// dead: the limiter left the store (set under mu); whoever finds it
 	// dead looks again.
 	dead atomic.Bool
@@ -154,13 +161,26 @@ type limiter struct {
 	expiresAt int64 // µs; 0: the config does not expire
 	overall   log
 	swept     int64 // µs of the last sweep of idle logs
-	// The fields above are those a call reads, in one cache line.
+	// limiterRest is the fields no common call reads, in the limiter's
+	// own allocation (after the state, in a bucketLimiter).
+	*limiterRest
+	mu sync.Mutex
+}
+
+// limiterRest is the part of a limiter its common call does not read.
+type limiterRest struct {
 	since   int64           // µs: when cfg took effect keeping the epoch, or was restored (algorithm.Limit.Since); 0: unknown
 	clients map[string]*log // PerClient logs; nil while there is none
 	// bucket is a token bucket made with the limiter, in its allocation
-	// (bucketLimiter), for its Overall state only: a call then touches a
-	// cache line less and the first allocates nothing. nil: none.
+	// (bucketLimiter), for its Overall state only: the first call
+	// allocates nothing. nil: none.
 	bucket *tokenbucket.State
+}
+
+// plainLimiter is a limiter made for any algorithm but the token bucket.
+type plainLimiter struct {
+	limiter
+	rest limiterRest
 }
 
 // lockSpins is how many times lock looks at a taken lock again before it
@@ -180,9 +200,9 @@ func spinsFor(cpus int) int {
 // sooner by watching it than by parking: sync.Mutex spins only while its
 // CPU has no other goroutine to run, so with more callers than CPUs
 // every collision parked one and woke it again, most of a contended
-// call's cost. The spin reads the lock (TryLock tests before it swaps)
-// and the words beside it, writing nothing until it is free; past
-// lockSpins looks it waits in Lock, queued fairly.
+// call's cost. The spin writes nothing until the lock is free: TryLock
+// tests before it swaps, and between looks it reads a word of a line no
+// holder writes. Past lockSpins looks it waits in Lock, queued fairly.
 func (l *limiter) lock() {
 	if !l.mu.TryLock() {
 		l.spinLock()
@@ -193,7 +213,7 @@ func (l *limiter) lock() {
 func (l *limiter) spinLock() {
 	for range lockSpins {
 		for range 4 {
-			l.dead.Load() // on the lock's line: a pause that reads it
+			l.dead.Load() // a pause that reads a line no holder writes
 		}
 		if l.mu.TryLock() {
 			return
@@ -203,10 +223,14 @@ func (l *limiter) spinLock() {
 }
 
 // bucketLimiter is a limiter whose first config is a token bucket, with
-// room for its Overall state.
+// room for its Overall state right after the lock. Its size, a multiple
+// of 64 bytes, puts it in a size class whose objects start on a cache
+// line, so the lock and the state share one.
 type bucketLimiter struct {
 	limiter
-	tb tokenbucket.State
+	tb   tokenbucket.State
+	rest limiterRest
+	_    [16]byte // to 192 bytes
 }
 
 // making says whether open creates a limiter that is missing, and which.
@@ -234,10 +258,13 @@ func makingFor(c *redlimit.Config) making {
 func newLimiter(mk making) *limiter {
 	if mk == createBucket {
 		b := new(bucketLimiter)
+		b.limiterRest = &b.rest
 		b.bucket = &b.tb
 		return &b.limiter
 	}
-	return new(limiter)
+	p := new(plainLimiter)
+	p.limiterRest = &p.rest
+	return &p.limiter
 }
 
 // log is one limit's state under the algorithm of its epoch; a nil State

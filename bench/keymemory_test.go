@@ -8,14 +8,17 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clock"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/redisstore"
 )
 
-// TestKeyMemory: a busy token-bucket key of a keyed policy takes no more
-// Redis memory than redis_rate's key for the same user, both measured
-// alike in the same run (MEMORY USAGE of the key right after a call that
-// left tokens owed), and the key is gone once its state expired.
+// TestKeyMemory: a busy key of a keyed policy of one token bucket, leaky
+// bucket, fixed window or sliding counter takes no more Redis memory than
+// redis_rate's key for the same user, both measured alike in the same run
+// (MEMORY USAGE of the key right after a call that left permits counted;
+// a sliding counter's also with the window before counted), and the key
+// is gone once its state expired.
 func TestKeyMemory(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
@@ -40,33 +43,68 @@ func TestKeyMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = s.Close() }()
-	p, err := redlimit.NewPolicy(s, "api", []redlimit.Config{redlimit.TokenBucketConfig(10, time.Second, 10)})
+	// A key's state is its policy's name, so the names are of one length.
+	for _, tc := range []struct {
+		policy string
+		limit  redlimit.Config
+		ttl    time.Duration // the most the key lives after the call
+	}{
+		{"tbk", redlimit.TokenBucketConfig(10, time.Second, 10), 100 * time.Millisecond},
+		{"lbk", redlimit.LeakyBucketConfig(10, time.Second, 10), 100 * time.Millisecond},
+		{"fwk", redlimit.PerSecond(10).WithAlgorithm(redlimit.FixedWindow), time.Second},
+		{"sck", redlimit.PerSecond(10).WithAlgorithm(redlimit.SlidingCounter), 2 * time.Second},
+	} {
+		p, err := redlimit.NewPolicy(s, tc.policy, []redlimit.Config{tc.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := p.Key(user).TryAcquire(ctx, 1); err != nil || !r.Allowed {
+			t.Fatalf("%+v, %v", r, err)
+		}
+		key := redisstore.DefaultPrefix + "{" + tc.policy + "%:" + user + "}"
+		ours := usage(key)
+		t.Logf("MEMORY USAGE of a busy %s key: redlimit %d B (%s = %q), redis_rate %d B (rate:%s)",
+			tc.limit.Algorithm, ours, key, rdb.Get(ctx, key).Val(), peerBytes, user)
+		if ours > peerBytes {
+			t.Errorf("redlimit's %s key takes %d B, redis_rate's %d B", tc.limit.Algorithm, ours, peerBytes)
+		}
+		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > tc.ttl {
+			t.Fatalf("%s: TTL %v; want at most %v, when its state stops counting", tc.limit.Algorithm, ttl, tc.ttl)
+		}
+		// Once the state stops counting the key is gone: polled, as
+		// Redis expires it by its own clock.
+		deadline := time.Now().Add(10 * time.Second)
+		for rdb.Exists(ctx, key).Val() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the key outlived its state by 10s", tc.limit.Algorithm)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	// A sliding counter's key with two windows counted: the store's clock
+	// moved on a window between two calls. Its prefix is as long as the
+	// default one, its policy's name as long as the others.
+	clk := clock.NewFake(time.UnixMicro(time.Now().UnixMicro() / 1e6 * 1e6))
+	fs, err := redisstore.New(rdb, redisstore.WithPrefix("redlimiz:"), redisstore.WithTimeSource(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := p.Key(user).TryAcquire(ctx, 1); err != nil || !r.Allowed {
-		t.Fatalf("%+v, %v", r, err)
+	defer func() { _ = fs.Close() }()
+	p, err := redlimit.NewPolicy(fs, "sc2", []redlimit.Config{redlimit.PerSecond(10).WithAlgorithm(redlimit.SlidingCounter)})
+	if err != nil {
+		t.Fatal(err)
 	}
-	keys, err := rdb.Keys(ctx, redisstore.DefaultPrefix+"{api%:*").Result()
-	if err != nil || len(keys) != 1 {
-		t.Fatalf("keys of the user: %q, %v", keys, err)
-	}
-	ours := usage(keys[0])
-	t.Logf("MEMORY USAGE of a busy token-bucket key: redlimit %d B (%s = %q), redis_rate %d B (rate:%s)",
-		ours, keys[0], rdb.Get(ctx, keys[0]).Val(), peerBytes, user)
-	if ours > peerBytes {
-		t.Fatalf("redlimit's key takes %d B, redis_rate's %d B", ours, peerBytes)
-	}
-	if ttl := rdb.PTTL(ctx, keys[0]).Val(); ttl <= 0 || ttl > 100*time.Millisecond {
-		t.Fatalf("TTL %v; want at most the 100ms one token takes to come back", ttl)
-	}
-	// Once the bucket is full again the key is gone: polled, as Redis
-	// expires it by its own clock.
-	deadline := time.Now().Add(10 * time.Second)
-	for rdb.Exists(ctx, keys[0]).Val() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the key outlived its state by 10s")
+	for range 2 {
+		if r, err := p.Key(user).TryAcquire(ctx, 1); err != nil || !r.Allowed {
+			t.Fatalf("%+v, %v", r, err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		clk.Advance(time.Second)
+	}
+	key := "redlimiz:{sc2%:" + user + "}"
+	ours := usage(key)
+	t.Logf("MEMORY USAGE of a busy sliding-counter key, two windows: redlimit %d B (%q)", ours, rdb.Get(ctx, key).Val())
+	if ours > peerBytes {
+		t.Errorf("redlimit's sliding-counter key of two windows takes %d B, redis_rate's %d B", ours, peerBytes)
 	}
 }

@@ -76,10 +76,9 @@ func TestKeyedStateFormat(t *testing.T) {
 	if got, want := get("fmt-tb"), head("fmt-tb")+"t"+b36(now)+" "+b36(1_000_000); got != want {
 		t.Errorf("token bucket state %q, want %q", got, want)
 	}
-	// A fixed window: "f" last, the expiry, the window's start (before
-	// now: negative) as offsets from last, then its count.
-	ws := now - now%1_000_000
-	if got, want := get("fmt-fw"), head("fmt-fw")+"f"+b36(now)+" "+b36(ws+1_000_000-now)+" "+b36(ws-now)+" 1"; got != want {
+	// A fixed window: "f" last, then the count of the window holding last
+	// (the short form; TestKeyedWindowStates has the long one).
+	if got, want := get("fmt-fw"), head("fmt-fw")+"f"+b36(now)+" 1"; got != want {
 		t.Errorf("fixed window state %q, want %q", got, want)
 	}
 
@@ -117,11 +116,21 @@ func TestKeyedWindowStates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// st is a state of last, expiry, then the numbers of nums, all but the
-	// counts offsets from last (counts: odd i, with windows).
+	// st is a state in the long form: last, expiry, then the numbers of
+	// nums, all but the counts offsets from last (counts: odd i, with
+	// windows). short is one in the short form: last, then the count of
+	// the window holding last (and, a counter's, of the window before):
+	// the form written wherever it says the state.
 	st := func(letter string, last, expiry int64, nums ...int64) string {
 		out := letter + b36(last) + " " + b36(expiry-last)
 		for _, x := range nums {
+			out += " " + b36(x)
+		}
+		return out
+	}
+	short := func(letter string, last int64, counts ...int64) string {
+		out := letter + b36(last)
+		for _, x := range counts {
 			out += " " + b36(x)
 		}
 		return out
@@ -135,23 +144,37 @@ func TestKeyedWindowStates(t *testing.T) {
 		after        string // the state after; "" unchanged
 	}{
 		{"fixed: this window", "fw", st("f", now-1000, ws+sec, ws-(now-1000), 4),
-			true, 5, 0, st("f", now, ws+sec, ws-now, 5)},
+			true, 5, 0, short("f", now, 5)},
 		{"fixed: expired", "fw", st("f", now-3*sec, ws-sec, -sec/2, 10),
-			true, 9, 0, st("f", now, ws+sec, ws-now, 1)},
+			true, 9, 0, short("f", now, 1)},
 		{"fixed: full", "fw", st("f", now-1000, ws+sec, ws-(now-1000), 10),
 			false, 0, time.Duration(ws+sec-now) * time.Microsecond, ""},
 		{"fixed: a reservation", "fw", st("f", now-1000, ws+2*sec, ws+sec-(now-1000), 3),
 			false, 0, time.Duration(ws+sec-now) * time.Microsecond, ""},
+		{"fixed: short", "fw", short("f", now-1000, 4),
+			true, 5, 0, short("f", now, 5)},
+		{"fixed: short, full", "fw", short("f", now-1000, 10),
+			false, 0, time.Duration(ws+sec-now) * time.Microsecond, ""},
+		{"fixed: short, the window before", "fw", short("f", now-sec, 10),
+			true, 9, 0, short("f", now, 1)},
 		{"counter: two windows", "sc", st("c", now-1000, ws+2*sec, 0, ws-sec-(now-1000), 4, ws-(now-1000), 2),
-			true, 4, 0, st("c", now, ws+2*sec, 0, ws-sec-now, 4, ws-now, 3)},
+			true, 4, 0, short("c", now, 3, 4)},
 		{"counter: the window before", "sc", st("c", now-1000, ws+sec, 0, ws-sec-(now-1000), 4),
-			true, 6, 0, st("c", now, ws+2*sec, 0, ws-sec-now, 4, ws-now, 1)},
+			true, 6, 0, short("c", now, 1, 4)},
 		{"counter: an older window goes", "sc", st("c", now-sec, ws+sec, -sec/2, ws-2*sec-(now-sec), 7, ws-sec-(now-sec), 4),
-			true, 6, 0, st("c", now, ws+2*sec, 0, ws-sec-now, 4, ws-now, 1)},
+			true, 6, 0, short("c", now, 1, 4)},
 		{"counter: a tail behind", "sc", st("c", now-1000, ws+2*sec, -500, ws-(now-1000), 2),
-			true, 7, 0, st("c", now, ws+2*sec, 0, ws-now, 3)},
+			true, 7, 0, short("c", now, 3)},
 		{"counter: expired", "sc", st("c", now-5*sec, ws-sec, 0, ws-3*sec-(now-5*sec), 10),
-			true, 9, 0, st("c", now, ws+2*sec, 0, ws-now, 1)},
+			true, 9, 0, short("c", now, 1)},
+		{"counter: short, two windows", "sc", short("c", now-1000, 2, 4),
+			true, 4, 0, short("c", now, 3, 4)},
+		{"counter: short, one window", "sc", short("c", now-1000, 2),
+			true, 7, 0, short("c", now, 3)},
+		{"counter: short, the window before", "sc", short("c", now-sec, 4),
+			true, 6, 0, short("c", now, 1, 4)},
+		{"counter: short, full", "sc", short("c", now-1000, 10),
+			false, 0, time.Duration(ws+sec+sec/10-now) * time.Microsecond, ""},
 		{"counter: a tail ahead", "sc", st("c", now-1000, ws+3*sec, ws+sec-(now-1000), ws+sec-(now-1000), 1),
 			false, 0, time.Duration(ws+sec-now) * time.Microsecond, ""},
 		{"counter: full", "sc", st("c", now-1000, ws+2*sec, 0, ws-(now-1000), 10),

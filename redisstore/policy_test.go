@@ -304,56 +304,72 @@ func policyDifferential(t *testing.T, randomPolicy func(*rand.Rand) []redlimit.C
 		changed: changed, multiRefused: multiRefused, local: local, multiReserved: multiReserved, multiCancelled: multiCancelled}
 }
 
-// TestPolicyBucketAcrossVersions: a bucket's state does not repeat the
+// TestPolicyStatesAcrossVersions: a bucket's state does not repeat the
 // limits it is counted under (those of its version, kept in the policy's
-// hash): after two changes keeping the states, a key untouched meanwhile
-// is still counted as the memory store counts it.
-func TestPolicyBucketAcrossVersions(t *testing.T) {
-	rdb := redistest.Start(t).Client(t)
-	ctx := context.Background()
-	clk := clock.NewFake(storetest.T0)
-	red := newStore(t, rdb, redisstore.WithTimeSource(clk), redisstore.WithPolicyMaxAge(time.Hour))
-	mem := memstore.New(memstore.WithTimeSource(clk))
-	stores := []redlimit.PolicyStore{mem, red}
-	key := redlimit.PolicyKey{Policy: "b", Key: "k"}
-	steps := [][]redlimit.Config{
-		{redlimit.TokenBucketConfig(10, time.Second, 10), redlimit.LeakyBucketConfig(5, time.Second, 8)},
-		{redlimit.TokenBucketConfig(10, time.Second, 20), redlimit.LeakyBucketConfig(5, time.Second, 9)},
-		{redlimit.TokenBucketConfig(20, time.Second, 20), redlimit.LeakyBucketConfig(7, time.Second, 9)},
-	}
-	var known [2]redlimit.PolicyConfig
-	for i, limits := range steps {
-		for j, st := range stores {
-			p, _, err := st.SetPolicy(ctx, "b", redlimit.PolicyConfig{Limits: limits}, redlimit.SetKeepState)
-			if err != nil {
-				t.Fatal(err)
+// hash), nor does a window's short form its windows' grid (its version's
+// interval): after two changes keeping the states, a key untouched
+// meanwhile is still counted as the memory store counts it.
+func TestPolicyStatesAcrossVersions(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		steps [][]redlimit.Config
+	}{
+		{"buckets", [][]redlimit.Config{
+			{redlimit.TokenBucketConfig(10, time.Second, 10), redlimit.LeakyBucketConfig(5, time.Second, 8)},
+			{redlimit.TokenBucketConfig(10, time.Second, 20), redlimit.LeakyBucketConfig(5, time.Second, 9)},
+			{redlimit.TokenBucketConfig(20, time.Second, 20), redlimit.LeakyBucketConfig(7, time.Second, 9)},
+		}},
+		{"windows", [][]redlimit.Config{
+			{redlimit.PerSecond(10).WithAlgorithm(redlimit.FixedWindow), redlimit.PerSecond(10).WithAlgorithm(redlimit.SlidingCounter)},
+			{redlimit.PerInterval(10, 3*time.Second).WithAlgorithm(redlimit.FixedWindow), redlimit.PerInterval(10, 2*time.Second).WithAlgorithm(redlimit.SlidingCounter)},
+			{redlimit.PerInterval(20, 700*time.Millisecond).WithAlgorithm(redlimit.FixedWindow), redlimit.PerInterval(10, 1500*time.Millisecond).WithAlgorithm(redlimit.SlidingCounter)},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb := redistest.Start(t).Client(t)
+			ctx := context.Background()
+			// 1.5s into a grid of 3s: the windows of 1s and those of 2s
+			// and 3s that hold an instant start apart.
+			t0 := time.UnixMicro(storetest.T0.UnixMicro()/6_000_000*6_000_000 + 1_500_000)
+			clk := clock.NewFake(t0)
+			red := newStore(t, rdb, redisstore.WithTimeSource(clk), redisstore.WithPolicyMaxAge(time.Hour))
+			mem := memstore.New(memstore.WithTimeSource(clk))
+			stores := []redlimit.PolicyStore{mem, red}
+			key := redlimit.PolicyKey{Policy: "b", Key: "k"}
+			var known [2]redlimit.PolicyConfig
+			for i, limits := range tc.steps {
+				for j, st := range stores {
+					p, _, err := st.SetPolicy(ctx, "b", redlimit.PolicyConfig{Limits: limits}, redlimit.SetKeepState)
+					if err != nil {
+						t.Fatal(err)
+					}
+					known[j] = p
+				}
+				if i == 0 {
+					for j, st := range stores {
+						if _, err := st.AcquireKey(ctx, key, known[j], 4, 0); err != nil {
+							t.Fatal(err)
+						}
+					}
+					// A bucket's last and owed; a window's last and count.
+					if state := rdb.Get(ctx, red.Prefix()+"{b%:k}").Val(); strings.Count(state, " ") != 3 {
+						t.Fatalf("state %q: want each limit's last and one number", state)
+					}
+				}
+				clk.Advance(30 * time.Millisecond)
 			}
-			known[j] = p
-		}
-		if i == 0 {
-			var ds [2]redlimit.PolicyDecision
-			for j, st := range stores {
-				var err error
-				if ds[j], err = st.AcquireKey(ctx, key, known[j], 4, 0); err != nil {
-					t.Fatal(err)
+			for call := 0; call < 3; call++ {
+				var ds [2]redlimit.PolicyDecision
+				for j, st := range stores {
+					var err error
+					if ds[j], err = st.AcquireKey(ctx, key, known[j], 3, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if !sameDecision(ds[0], ds[1]) {
+					t.Fatalf("call %d:\nmemory %+v\nredis  %+v", call, ds[0], ds[1])
 				}
 			}
-			if state := rdb.Get(ctx, red.Prefix()+"{b%:k}").Val(); strings.Count(state, " ") != 3 {
-				t.Fatalf("state %q: want each bucket's last and owed alone", state)
-			}
-		}
-		clk.Advance(30 * time.Millisecond)
-	}
-	for call := 0; call < 3; call++ {
-		var ds [2]redlimit.PolicyDecision
-		for j, st := range stores {
-			var err error
-			if ds[j], err = st.AcquireKey(ctx, key, known[j], 3, 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if !sameDecision(ds[0], ds[1]) {
-			t.Fatalf("call %d:\nmemory %+v\nredis  %+v", call, ds[0], ds[1])
-		}
+		})
 	}
 }

@@ -12,6 +12,9 @@
 --   state per limit, "" when empty, else a letter naming the algorithm
 --   then its state as prelude.lua writes it (without the "u" mark), its
 --   numbers in base 36: a key's memory is mostly its name and this string.
+--   A bucket's leaves out its expiry (and the config it is counted under,
+--   when it is its version's); a window's has a short form, which leaves
+--   out what the windows' grid tells (policy_short).
 --   The state is that of the policy's version VERSION. It expires when
 --   its last limit counts as empty.
 -- KEYS[1+i] limit i's sliding-log list, PREFIX{POLICY%:KEY}I (TTL too)
@@ -129,12 +132,13 @@ end
 local function policy_to36(x)
   return policy_b36(tonumber(x))
 end
--- policy_decode36 reads a state's numbers, in base 36, straight into the
--- algorithm's state: decode_state without the decimal text between (nil
--- when it holds fewer than two numbers: gone). policyNumbers is the table
--- it reads them into, one for every call, as limiter.lua's numbers.
+-- policy_numbers36 reads a state's numbers, in base 36, for the
+-- algorithm's decode: decode_state without the decimal text between. It
+-- returns them and their count (fewer than two: the state is gone).
+-- policyNumbers is the table it reads them into, one for every call, as
+-- limiter.lua's numbers.
 local policyNumbers = {}
-local function policy_decode36(impl, text)
+local function policy_numbers36(text)
   local v, k = policyNumbers, 0
   local tonumber = tonumber -- a global costs a table lookup per use
   for x in string.gmatch(text, '%S+') do
@@ -149,12 +153,69 @@ local function policy_decode36(impl, text)
     k = k + 1
     v[k] = n
   end
-  if k < 2 then return nil end
-  return impl.decode(v, k)
+  return v, k
 end
 local function policy_from36(x)
   if string.sub(x, 1, 1) == '-' then return fmt('%d', -tonumber(string.sub(x, 2), 36)) end
   return fmt('%d', tonumber(x, 36))
+end
+
+-- policy_short is a window's state in its short form, as text in decimal
+-- (nil when the state has no short form): the form of nearly every state
+-- written, and a busy key's memory is mostly its state. A fixed window's
+-- "last permits" is one window, the one holding last, its expiry that
+-- window's end. A sliding counter's "last permits" is the window holding
+-- last (its tail, last itself), then the permits of the window before
+-- if it has any, its expiry the end of the window after. The long form
+-- says each start and the expiry; a long state always holds more than
+-- three numbers.
+local function policy_short(c, S)
+  local l, W, I = S.Last, S.Windows, c.interval
+  local w = l - l % I
+  if c.code == 'f' then
+    if #W == 2 and W[1] == w and S.Expiry == w + I then return fmt('%d %d', l, W[2]) end
+  elseif c.code == 'c' and S.Tail == l and S.Expiry == w + 2 * I then
+    if #W == 2 and W[1] == w then return fmt('%d %d', l, W[2]) end
+    if #W == 4 and W[3] == w and W[1] == w - I then return fmt('%d %d %d', l, W[4], W[2]) end
+  end
+  return nil
+end
+
+-- policy_is_short reports whether nv numbers of a state of code are its
+-- short form (policy_short).
+local function policy_is_short(code, nv)
+  return (code == 'f' and nv == 2) or (code == 'c' and (nv == 2 or nv == 3))
+end
+
+-- policy_unshort turns the numbers v[1..nv] of a short form, counted
+-- with windows interval I long, into the long form's, which the
+-- algorithm's decode reads; it returns their count.
+local function policy_unshort(code, v, nv, I)
+  local l = v[1]
+  local w = l - l % I
+  if code == 'f' then
+    v[2], v[3], v[4] = w + I - l, w - l, v[2]
+    return 4
+  end
+  if nv == 2 then
+    v[2], v[3], v[4], v[5] = w + 2 * I - l, 0, w - l, v[2]
+    return 5
+  end
+  v[2], v[3], v[4], v[5], v[6], v[7] = w + 2 * I - l, 0, w - I - l, v[3], w - l, v[2]
+  return 7
+end
+
+-- policy_state_limit is the limit (parsed) limit i's state was counted
+-- under: p, the call's, for a state of this version; else the client's
+-- copy of version sv's (ARGV[11+L..]; none found: p stands in). nil when
+-- the client sent no copy of version sv: it is asked for one (flag -5).
+local function policy_state_limit(argv, b, L, i, p, sv, version, oldText)
+  if sv == version then return p end
+  if not oldText or oldText == '' or tonumber(oldText, 36) ~= sv then return nil end
+  local ot = argv[b + 5 + L + i]
+  local q = ot and parse(ot) or p
+  if not q or q.impl ~= p.impl then q = p end
+  return q
 end
 
 -- policy_num is tonumber(s) for the decimal ARGV of a call (permits,
@@ -204,6 +265,8 @@ local function policy_make_heads(ev)
   -- pattern, escaped: one match, no find before it.
   local quoted = string.gsub(base, '%W', '%%%0')
   h.fpat = '^' .. quoted .. 'f(%w+) (%w+) (%-?)(%w+) (%w+)$'
+  h.fshort = '^' .. quoted .. 'f(%w+) (%w+)$'
+  h.cshort = '^' .. quoted .. 'c(%w+) (%w+) ?(%w*)$'
   h.cpat = '^' .. quoted .. 'c(%w+) (%w+) (%-?%w+) (%-?)(%w+) (%w+) ?(%-?)(%w*) ?(%w*)$'
   return h
 end
@@ -327,16 +390,28 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads, defe
       if now >= expiry then ws = nil else was = expiry end -- past its expiry: empty
       if ws and ws > now then return nil end -- a reservation
     elseif raw then
-      -- "last expiry start permits" after the head, the start an offset
-      -- from last (maybe negative), the window's end expiry.
-      local L, X, G, W, M = string.match(raw, heads.fpat)
-      if not L then return nil end
-      -- The instants read at once, the counts through policyValues.
-      local l, x = tonumber(L, 36), tonumber(X, 36)
-      ws, q = tonumber(W, 36), values[M] or policy_value36(M)
-      if not (l and x and ws and q) or q < 0 then return nil end
-      if G ~= '' then ws = -ws end
-      ws, expiry = l + ws, l + x
+      -- "last permits" after the head (the short form: the window
+      -- holding last), or "last expiry start permits", the start an
+      -- offset from last (maybe negative), the window's end expiry.
+      local l
+      local L, M = string.match(raw, heads.fshort)
+      if L then
+        l, q = tonumber(L, 36), values[M] or policy_value36(M)
+        if not (l and q) or q < 0 then return nil end
+        ws = l - l % interval
+        expiry = ws + interval
+      else
+        local X, G, W
+        L, X, G, W, M = string.match(raw, heads.fpat)
+        if not L then return nil end
+        -- The instants read at once, the counts through policyValues.
+        local x
+        l, x = tonumber(L, 36), tonumber(X, 36)
+        ws, q = tonumber(W, 36), values[M] or policy_value36(M)
+        if not (l and x and ws and q) or q < 0 then return nil end
+        if G ~= '' then ws = -ws end
+        ws, expiry = l + ws, l + x
+      end
       if l > now then now = l end
       if now >= expiry then ws = nil else was = expiry end -- past its expiry: empty
       if ws and ws > now then return nil end -- a reservation
@@ -349,8 +424,12 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads, defe
     q, ws, e = a1, a2, a3
     left = rate - q
     pendA, pendB = ws, q
-    st = head .. policy_memo36(1, now) .. ' ' .. policy_memo36(2, e - now) .. ' ' .. policy_memo36(3, ws - now) ..
-      ' ' .. policy_b36(q)
+    if ws == now - now % interval then -- the short form (policy_short)
+      st = head .. policy_memo36(1, now) .. ' ' .. policy_b36(q)
+    else
+      st = head .. policy_memo36(1, now) .. ' ' .. policy_memo36(2, e - now) .. ' ' .. policy_memo36(3, ws - now) ..
+        ' ' .. policy_b36(q)
+    end
   elseif p.impl == counterImpl then
     local tail, s1, p1, s2, p2 = 0, nil, 0, nil, 0
     local head = heads.c
@@ -362,32 +441,56 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads, defe
         was, tail, s1, p1, s2, p2 = pendE, L, pendA, pendB, pendC, pendD or 0
       end
     elseif raw then
-      -- "last expiry tail start permits", then a second window's "start
-      -- permits" if the state has one; every separator there: the
-      -- length tells.
-      local l, x, t, g1, a1, b1, g2, a2, b2 = string.match(raw, heads.cpat)
-      if not l then return nil end
-      local size = heads.nc + #l + #x + #t + #g1 + #a1 + #b1 + 3
-      if a2 ~= '' then size = size + #g2 + #a2 + #b2 + 2 elseif g2 ~= '' then return nil end
-      if #raw ~= size or (a2 == '') ~= (b2 == '') then return nil end
-      -- The instants read at once, the counts through policyValues.
-      local L, X = tonumber(l, 36), tonumber(x, 36)
-      if not (L and X) then return nil end
-      local expiry = L + X
-      if L > now then now = L end
-      if now < expiry then -- else past its expiry: empty
-        was = expiry
-        -- The fast path writes the tail as 0.
-        local T = values[t] or policy_value36(t)
-        s1, p1 = tonumber(a1, 36), values[b1] or policy_value36(b1)
-        if not (T and s1 and p1) or p1 < 0 then return nil end
-        if g1 ~= '' then s1 = -s1 end
-        tail, s1 = L + T, L + s1
-        if a2 ~= '' then
-          s2, p2 = tonumber(a2, 36), values[b2] or policy_value36(b2)
-          if not (s2 and p2) or p2 < 0 then return nil end
-          if g2 ~= '' then s2 = -s2 end
-          s2 = L + s2
+      local l, C, P = string.match(raw, heads.cshort)
+      if l then
+        -- The short form (policy_short): "last permits", the window
+        -- holding last, then the one before's permits if it has any.
+        if #raw ~= heads.nc + #l + #C + (P ~= '' and #P + 1 or 0) then return nil end
+        local L = tonumber(l, 36)
+        if not L then return nil end
+        local w = L - L % interval
+        local expiry = w + 2 * interval
+        if L > now then now = L end
+        if now < expiry then -- else past its expiry: empty
+          was, tail = expiry, L
+          local c1 = values[C] or policy_value36(C)
+          if not c1 or c1 < 0 then return nil end
+          if P == '' then
+            s1, p1 = w, c1
+          else
+            local c0 = values[P] or policy_value36(P)
+            if not c0 or c0 < 0 then return nil end
+            s1, p1, s2, p2 = w - interval, c0, w, c1
+          end
+        end
+      else
+        -- "last expiry tail start permits", then a second window's "start
+        -- permits" if the state has one; every separator there: the
+        -- length tells.
+        local l, x, t, g1, a1, b1, g2, a2, b2 = string.match(raw, heads.cpat)
+        if not l then return nil end
+        local size = heads.nc + #l + #x + #t + #g1 + #a1 + #b1 + 3
+        if a2 ~= '' then size = size + #g2 + #a2 + #b2 + 2 elseif g2 ~= '' then return nil end
+        if #raw ~= size or (a2 == '') ~= (b2 == '') then return nil end
+        -- The instants read at once, the counts through policyValues.
+        local L, X = tonumber(l, 36), tonumber(x, 36)
+        if not (L and X) then return nil end
+        local expiry = L + X
+        if L > now then now = L end
+        if now < expiry then -- else past its expiry: empty
+          was = expiry
+          -- The fast path writes the tail as 0.
+          local T = values[t] or policy_value36(t)
+          s1, p1 = tonumber(a1, 36), values[b1] or policy_value36(b1)
+          if not (T and s1 and p1) or p1 < 0 then return nil end
+          if g1 ~= '' then s1 = -s1 end
+          tail, s1 = L + T, L + s1
+          if a2 ~= '' then
+            s2, p2 = tonumber(a2, 36), values[b2] or policy_value36(b2)
+            if not (s2 and p2) or p2 < 0 then return nil end
+            if g2 ~= '' then s2 = -s2 end
+            s2 = L + s2
+          end
         end
       end
     end
@@ -395,8 +498,14 @@ local function policy_fast(key, raw, start, injected, p, n, maxWait, heads, defe
     ok, left, e, k, s1, p1, s2, p2 = counter_grant(now, rate, interval, n, tail, s1, p1, s2, p2)
     if not ok then return nil end
     if k == 2 then pendA, pendB, pendC, pendD = s1, p1, s2, p2 else pendA, pendB, pendC, pendD = s1, p1, nil, nil end
-    -- The tail is now: 0.
-    if k == 2 then
+    -- The tail is now: 0, or, in the short form (policy_short), not
+    -- written.
+    local w = now - now % interval
+    if k == 1 and s1 == w then
+      st = head .. policy_memo36(1, now) .. ' ' .. policy_b36(p1)
+    elseif k == 2 and s2 == w and s1 == w - interval then
+      st = head .. policy_memo36(1, now) .. ' ' .. policy_b36(p2) .. ' ' .. policy_b36(p1)
+    elseif k == 2 then
       st = head .. policy_memo36(1, now) .. ' ' .. policy_memo36(2, e - now) .. ' 0 ' ..
         policy_memo36(3, s1 - now) .. ' ' .. policy_b36(p1) .. ' ' .. policy_memo36(4, s2 - now) .. ' ' .. policy_b36(p2)
     else
@@ -539,7 +648,18 @@ local function policy_serve(keys, k, argv, a, b, start, injected, raw)
     if old and old ~= '' then
       local code, rest = string.match(old, '^(.)(.*)$')
       if code == c.code and code ~= '?' and not policyBuckets[code] then
-        S = policy_decode36(impl, rest)
+        local v, nv = policy_numbers36(rest)
+        if policy_is_short(code, nv) then
+          -- Its windows are on the grid of the interval of the state's
+          -- version.
+          local q = policy_state_limit(argv, b, L, i, p, sv, version, oldText)
+          if not q then
+            res[2], res[3] = -5, sv
+            return res
+          end
+          nv = policy_unshort(code, v, nv, q.interval * 1000 / unit)
+        end
+        if nv >= 2 then S = impl.decode(v, nv) end
       elseif code == c.code and code ~= '?' then
         rest = string.gsub(rest, '[^ ]+', policy_from36)
         if policyBuckets[code] then
@@ -549,17 +669,10 @@ local function policy_serve(keys, k, argv, a, b, start, injected, raw)
           local last, owed, more = string.match(rest, '^(%S+) (%S+)(.*)$')
           if not last then error('unreadable state') end
           if more == '' then
-            local q = p
-            if sv ~= version then
-              if not oldText or oldText == '' or tonumber(oldText, 36) ~= sv then
-                res[2], res[3] = -5, sv
-                return res
-              end
-              -- The client's copy of that version; none found: the
-              -- current limit stands in.
-              local ot = argv[b + 5 + L + i]
-              q = ot and parse(ot) or p
-              if not q or q.impl ~= impl then q = p end
+            local q = policy_state_limit(argv, b, L, i, p, sv, version, oldText)
+            if not q then
+              res[2], res[3] = -5, sv
+              return res
             end
             more = fmt(' %d %d %d', q.interval * 1000, q.rate, q.burst)
           end
@@ -674,6 +787,8 @@ local function policy_serve(keys, k, argv, a, b, start, injected, raw)
         local last, owed, more = string.match(st, '^(%S+) %S+ (%S+)(.*)$')
         if S.Scale == c.interval and S.Rate == c.rate and S.Burst == c.burst and (S.Live or 0) == 0 then more = '' end
         st = last .. ' ' .. owed .. more
+      else
+        st = policy_short(c, S) or st
       end
       parts[i] = c.code .. string.gsub(st, '[^ ]+', policy_to36)
       local e = S.Expiry * c.unit

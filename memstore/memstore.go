@@ -161,8 +161,8 @@ type limiter struct {
 	expiresAt int64 // µs; 0: the config does not expire
 	overall   log
 	swept     int64 // µs of the last sweep of idle logs
-	// limiterRest is the fields no common call reads, in the limiter's
-	// own allocation (after the state, in a bucketLimiter).
+	// limiterRest holds the fields no common call reads, in the
+	// limiter's own allocation (after the state, in a bucketLimiter).
 	*limiterRest
 	mu sync.Mutex
 }
@@ -201,8 +201,9 @@ func spinsFor(cpus int) int {
 // CPU has no other goroutine to run, so with more callers than CPUs
 // every collision parked one and woke it again, most of a contended
 // call's cost. The spin writes nothing until the lock is free: TryLock
-// tests before it swaps, and between looks it reads a word of a line no
-// holder writes. Past lockSpins looks it waits in Lock, queued fairly.
+// tests before it swaps, and between looks it reads a word of the line
+// before the lock's, which a holder seldom writes. Past lockSpins looks
+// it waits in Lock, queued fairly.
 func (l *limiter) lock() {
 	if !l.mu.TryLock() {
 		l.spinLock()
@@ -213,7 +214,7 @@ func (l *limiter) lock() {
 func (l *limiter) spinLock() {
 	for range lockSpins {
 		for range 4 {
-			l.dead.Load() // a pause that reads a line no holder writes
+			l.dead.Load() // a pause that reads the line before the lock's
 		}
 		if l.mu.TryLock() {
 			return

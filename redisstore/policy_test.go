@@ -328,8 +328,8 @@ func TestPolicyStatesAcrossVersions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb := redistest.Start(t).Client(t)
 			ctx := context.Background()
-			// 1.5s into a grid of 3s: the windows of 1s and those of 2s
-			// and 3s that hold an instant start apart.
+			// 1.5s into a grid of 6s: the windows of 1s and of 2s or 3s
+			// that hold an instant start apart (0.5s and 1.5s before it).
 			t0 := time.UnixMicro(storetest.T0.UnixMicro()/6_000_000*6_000_000 + 1_500_000)
 			clk := clock.NewFake(t0)
 			red := newStore(t, rdb, redisstore.WithTimeSource(clk), redisstore.WithPolicyMaxAge(time.Hour))

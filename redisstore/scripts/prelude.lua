@@ -109,8 +109,10 @@ end
 -- c.notBefore) on S at that instant, in a limiter's run, is decided from
 -- what that grant left, nothing having moved since. An acquire that
 -- waits or reserves, a cancel and a release clear it (c.grantS = nil).
--- The test is written out in each acquire: a function call there costs
--- more than the rest of the test.
+-- The buckets follow the same rule with deficit.lua's own mark, c.dS and
+-- c.dNow, which every change of their deficit sets (deficit_settle). The
+-- test is written out in each acquire: a function call there costs more
+-- than the rest of the test.
 
 -- reply answers a call: code, value and wait (in µs). A grant's instant is
 -- now + wait, which the client works out itself, so it is not sent.

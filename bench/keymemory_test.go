@@ -14,10 +14,12 @@ import (
 )
 
 // TestKeyMemory: a busy key of a keyed policy of one token bucket, leaky
-// bucket, fixed window or sliding counter takes no more Redis memory than
+// bucket, fixed window, sliding counter or sliding log (its log inline, no
+// list beside it) takes no more Redis memory than
 // redis_rate's key for the same user, both measured alike in the same run
 // (MEMORY USAGE of the key right after a call that left permits counted;
-// a sliding counter's also with the window before counted), and the key
+// a sliding counter's also with the window before counted, a sliding
+// log's also with two entries), and the key
 // is gone once its state expired.
 func TestKeyMemory(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
@@ -53,6 +55,7 @@ func TestKeyMemory(t *testing.T) {
 		{"lbk", redlimit.LeakyBucketConfig(10, time.Second, 10), 100 * time.Millisecond},
 		{"fwk", redlimit.PerSecond(10).WithAlgorithm(redlimit.FixedWindow), time.Second},
 		{"sck", redlimit.PerSecond(10).WithAlgorithm(redlimit.SlidingCounter), 2 * time.Second},
+		{"slk", redlimit.PerSecond(10).WithAlgorithm(redlimit.SlidingLog), time.Second},
 	} {
 		p, err := redlimit.NewPolicy(s, tc.policy, []redlimit.Config{tc.limit})
 		if err != nil {
@@ -67,6 +70,9 @@ func TestKeyMemory(t *testing.T) {
 			tc.limit.Algorithm, ours, key, rdb.Get(ctx, key).Val(), peerBytes, user)
 		if ours > peerBytes {
 			t.Errorf("redlimit's %s key takes %d B, redis_rate's %d B", tc.limit.Algorithm, ours, peerBytes)
+		}
+		if n := rdb.Exists(ctx, key+"1").Val(); n != 0 {
+			t.Errorf("%s: a list beside the state", tc.limit.Algorithm)
 		}
 		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > tc.ttl {
 			t.Fatalf("%s: TTL %v; want at most %v, when its state stops counting", tc.limit.Algorithm, ttl, tc.ttl)
@@ -95,16 +101,33 @@ func TestKeyMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A sliding log's of two entries, 100 ms apart.
+	l, err := redlimit.NewPolicy(fs, "sl2", []redlimit.Config{redlimit.PerSecond(10).WithAlgorithm(redlimit.SlidingLog)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 2 {
 		if r, err := p.Key(user).TryAcquire(ctx, 1); err != nil || !r.Allowed {
 			t.Fatalf("%+v, %v", r, err)
 		}
-		clk.Advance(time.Second)
+		if r, err := l.Key(user).TryAcquire(ctx, 1); err != nil || !r.Allowed {
+			t.Fatalf("%+v, %v", r, err)
+		}
+		clk.Advance(time.Second / 10)
+		if r, err := l.Key(user).TryAcquire(ctx, 1); err != nil || !r.Allowed {
+			t.Fatalf("%+v, %v", r, err)
+		}
+		clk.Advance(time.Second * 9 / 10)
 	}
-	key := "redlimiz:{sc2%:" + user + "}"
-	ours := usage(key)
-	t.Logf("MEMORY USAGE of a busy sliding-counter key, two windows: redlimit %d B (%q)", ours, rdb.Get(ctx, key).Val())
-	if ours > peerBytes {
-		t.Errorf("redlimit's sliding-counter key of two windows takes %d B, redis_rate's %d B", ours, peerBytes)
+	for _, k := range []struct{ name, what string }{{"sc2", "sliding-counter key, two windows"}, {"sl2", "sliding-log key, two entries"}} {
+		key := "redlimiz:{" + k.name + "%:" + user + "}"
+		ours := usage(key)
+		t.Logf("MEMORY USAGE of a busy %s: redlimit %d B (%q)", k.what, ours, rdb.Get(ctx, key).Val())
+		if ours > peerBytes {
+			t.Errorf("redlimit's %s takes %d B, redis_rate's %d B", k.what, ours, peerBytes)
+		}
+	}
+	if n := rdb.Exists(ctx, "redlimiz:{sl2%:"+user+"}1").Val(); n != 0 {
+		t.Error("a sliding log of two entries: a list beside the state")
 	}
 }

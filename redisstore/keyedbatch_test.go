@@ -255,7 +255,7 @@ func TestKeyedBatchTTL(t *testing.T) {
 			owed := (1 + runCalls) * time.Hour / 100 // each grant owes 36s
 			return owed - after.Sub(before), owed + time.Millisecond
 		}},
-		// The log's state and list: an interval after the newest entry.
+		// The log's state: an interval after the newest entry.
 		{"sliding-log", redlimit.PerInterval(100, time.Hour).WithAlgorithm(redlimit.SlidingLog), func(before, after time.Time) (time.Duration, time.Duration) {
 			return time.Hour - after.Sub(before), time.Hour + time.Millisecond
 		}},
@@ -289,7 +289,14 @@ func TestKeyedBatchTTL(t *testing.T) {
 				ttl := rdb.PTTL(ctx, keys[0]).Val()
 				listTTL := ttl
 				if tc.limit.Algorithm == redlimit.SlidingLog {
-					listTTL = rdb.PTTL(ctx, keys[1]).Val()
+					// Two runs, so at most two entries: a log short
+					// enough to live in the state string, no list beside.
+					if st := rdb.Get(ctx, keys[0]).Val(); !strings.Contains(st, "|i") {
+						t.Errorf("state %q; want the log inline", st)
+					}
+					if n := rdb.Exists(ctx, keys[1]).Val(); n != 0 {
+						t.Errorf("a list beside an inline log (TTL %v)", rdb.PTTL(ctx, keys[1]).Val())
+					}
 				}
 				after := rdb.Time(ctx).Val()
 				// At most twice: both calls fall in one window but for

@@ -26,7 +26,8 @@ import (
 //     name on the channel PREFIX + "policy" whenever it changes.
 //   - PREFIX{POLICY%:KEY}, one string per key holding its state on every
 //     limit, with a TTL: it expires once no limit can change an answer
-//     (beside it PREFIX{POLICY%:KEY}I, limit I's sliding-log list). The
+//     (beside it PREFIX{POLICY%:KEY}I, limit I's sliding-log list, for a
+//     log longer than the few entries the string holds itself). The
 //     hash tag holds the key, so the keys of one policy spread over a
 //     Cluster's slots. POLICY and KEY are escaped as limiter names are
 //     ('%', '{', '}'), so an escaped one never holds "%:": no pair reaches

@@ -168,10 +168,18 @@ func TestSlidingLogFastPathTwins(t *testing.T) {
 				if err == redis.Nil {
 					st = "(none)"
 				}
-				list := rdb.LRange(ctx, keys[1], 0, -1).Val()
-				stored[i] = st + " " + fmt.Sprint(list)
+				// The list is the log's where the state says so: beside
+				// an inline log (or none) the fast path leaves a list
+				// whose state was dropped to its TTL, unread.
+				stored[i] = st
+				if strings.Contains(st, "|l") {
+					stored[i] += " " + fmt.Sprint(rdb.LRange(ctx, keys[1], 0, -1).Val())
+					counts["list form"]++
+				} else if strings.Contains(st, "|i") {
+					counts["inline"]++
+				}
 				if st != "(none)" && st != before[i] {
-					checkLogTTL(t, sd, step, st, now, out[i])
+					checkLogTTL(t, sd, step, st, now, e.cfg.Limits[0].Interval.Milliseconds(), out[i])
 				}
 			}
 			if stored[0] != stored[1] {
@@ -276,7 +284,7 @@ func TestSlidingLogFastPathTwins(t *testing.T) {
 		}
 	}
 	t.Logf("%d traces: %v", *logTwinTraces, counts)
-	for _, k := range []string{"granted", "reserved", "refused", "cancel", "release", "state dropped", "policy changed", "runs"} {
+	for _, k := range []string{"granted", "reserved", "refused", "cancel", "release", "state dropped", "policy changed", "runs", "inline", "list form"} {
 		if counts[k] == 0 {
 			t.Fatalf("traces missed %s", k)
 		}
@@ -287,18 +295,34 @@ func TestSlidingLogFastPathTwins(t *testing.T) {
 // call r at now (µs, injected) that wrote st: the state's expiry plus the
 // minute a caller's clock adds, as set during the call (run down by at
 // most the ms between the Redis TIME read before it and after the PTTLs).
-func checkLogTTL(t *testing.T, seed uint64, step int, st string, now int64, r twinRun) {
+// An inline log (no list) expires interval (ms) after its newest entry.
+func checkLogTTL(t *testing.T, seed uint64, step int, st string, now, interval int64, r twinRun) {
 	t.Helper()
-	_, state, ok := strings.Cut(st, "|l")
-	f := strings.Fields(state)
-	if !ok || len(f) != 3 {
-		return // not a sliding log's state (one of another version)
+	ttls := []int64{r.ttl, r.listTTL}
+	var expiry int64
+	if _, state, ok := strings.Cut(st, "|i"); ok {
+		// Last, then per entry its offset back from last and its
+		// permits, but for a newest entry at last: its permits alone.
+		f := strings.Fields(state)
+		last, _ := strconv.ParseInt(f[0], 36, 64)
+		var off int64
+		if len(f)%2 == 1 {
+			off, _ = strconv.ParseInt(f[len(f)-2], 36, 64)
+		}
+		expiry, ttls = last-off+interval, ttls[:1]
+	} else {
+		_, state, ok := strings.Cut(st, "|l")
+		f := strings.Fields(state)
+		if !ok || len(f) != 3 {
+			return // not a sliding log's state (one of another version)
+		}
+		last, _ := strconv.ParseInt(f[0], 36, 64)
+		off, _ := strconv.ParseInt(f[1], 36, 64)
+		expiry = last + off
 	}
-	last, _ := strconv.ParseInt(f[0], 36, 64)
-	off, _ := strconv.ParseInt(f[1], 36, 64)
-	want := max(((last+off)*1000-now+999)/1000, 1) + 60000
+	want := max((expiry*1000-now+999)/1000, 1) + 60000
 	elapsed := r.t2/1000 - r.t1/1000
-	for _, ttl := range []int64{r.ttl, r.listTTL} {
+	for _, ttl := range ttls {
 		if ttl < want-elapsed || ttl > want {
 			t.Fatalf("seed %d step %d: TTLs %d (state) %d (list), want %d (less at most %d ms)", seed, step, r.ttl, r.listTTL, want, elapsed)
 		}
@@ -309,7 +333,9 @@ func checkLogTTL(t *testing.T, seed uint64, step int, st string, now int64, r tw
 // one run (one instant, so one ms) take the fast path after the first
 // with the state's and the list's expiry unchanged: the TTLs stay as the
 // first set them, and the state and list come out as the general path
-// writes them, each key living its interval from that ms.
+// writes them, each key living its interval from that ms. A new key's
+// log is written inline, with no list; a log longer than that keeps its
+// list.
 func TestSlidingLogFastSameMsTTL(t *testing.T) {
 	ctx := context.Background()
 	rdb, s, script := twinSetup(t)
@@ -325,33 +351,58 @@ func TestSlidingLogFastSameMsTTL(t *testing.T) {
 	args := e.callArgs(keyAcquire, 1, 0, false, "", nil)[1:]
 	args = append([]any{2, len(args) + 1}, args...)
 	args = append(args, repeatCall, repeatCall) // three calls
-	var stored [2][]string
-	for i, fast := range []string{"1", "0"} {
-		keys := policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: name, Key: "k" + fast}, 1)
-		ks := append(append(append([]string{}, keys...), keys...), keys...)
-		raw, err := script.Run(ctx, rdb, ks, append([]any{fast, "batch", ""}, args...)...).Slice()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for j, what := range []string{"state", "list"} {
-			if ttl := time.Duration(raw[1+j].(int64)) * time.Millisecond; ttl <= 59*time.Minute || ttl > time.Hour {
-				t.Errorf("fast %s: %s TTL %v; want (59m, 1h]", fast, what, ttl)
+	head := e.args[0].(string) + " " + e.args[1].(string) + "|"
+	b36 := func(x int64) string { return strconv.FormatInt(x, 36) }
+	for _, long := range []bool{false, true} {
+		var stored [2]string
+		for i, fast := range []string{"1", "0"} {
+			keys := policyStateKeys(s.prefix, redlimit.PolicyKey{Policy: name, Key: fmt.Sprint("k", fast, long)}, 1)
+			if long {
+				// Five entries a second apart, the newest a second ago:
+				// more than a state string holds.
+				t0 := rdb.Time(ctx).Val().UnixMilli()
+				var list []any
+				for k := int64(5); k >= 1; k-- {
+					list = append(list, t0-1000*k, 1)
+				}
+				rdb.RPush(ctx, keys[1], list...)
+				rdb.PExpire(ctx, keys[1], time.Hour)
+				rdb.Set(ctx, keys[0], head+"l"+b36(t0-1000)+" 255s0 5", time.Hour)
 			}
+			ks := append(append(append([]string{}, keys...), keys...), keys...)
+			raw, err := script.Run(ctx, rdb, ks, append([]any{fast, "batch", ""}, args...)...).Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ttl := time.Duration(raw[1].(int64)) * time.Millisecond; ttl <= 59*time.Minute || ttl > time.Hour {
+				t.Errorf("fast %s long %v: state TTL %v; want (59m, 1h]", fast, long, ttl)
+			}
+			st := rdb.Get(ctx, keys[0]).Val()
+			list := rdb.LRange(ctx, keys[1], 0, -1).Val()
+			if !long {
+				// The run's ms, then the one entry at it: 3 permits.
+				if f := strings.Fields(st); raw[2].(int64) != -2 || !strings.HasPrefix(st, head+"i") || len(f) != 3 || f[2] != "3" {
+					t.Errorf("fast %s: state %q, list %q (TTL %d); want one entry of 3 permits inline, no list", fast, st, list, raw[2])
+				}
+				stored[i] = st
+				continue
+			}
+			if ttl := time.Duration(raw[2].(int64)) * time.Millisecond; ttl <= 59*time.Minute || ttl > time.Hour {
+				t.Errorf("fast %s: list TTL %v; want (59m, 1h]", fast, ttl)
+			}
+			if len(list) != 12 || list[11] != "3" {
+				t.Errorf("fast %s: list %q; want six entries, the newest of 3 permits", fast, list)
+			}
+			// After the state's last (the run's ms): its expiry, one
+			// interval (1h in ms, base 36) on, and the 8 permits counted.
+			if !strings.HasSuffix(st, " 255s0 8") {
+				t.Errorf("fast %s: state %q; want the interval (1h in ms) and a count of 8", fast, st)
+			}
+			stored[i] = strings.Join(list[10:], " ")
 		}
-		st := rdb.Get(ctx, keys[0]).Val()
-		list := rdb.LRange(ctx, keys[1], 0, -1).Val()
-		if len(list) != 2 || list[1] != "3" {
-			t.Errorf("fast %s: list %q; want one entry of 3 permits", fast, list)
+		if !strings.HasSuffix(stored[0], " 3") || stored[0][strings.LastIndex(stored[0], " "):] != stored[1][strings.LastIndex(stored[1], " "):] {
+			t.Errorf("long %v: fast %q, general %q", long, stored[0], stored[1])
 		}
-		// After the state's last (the run's ms): its expiry, one interval
-		// (1h in ms, base 36) on, and the 3 permits counted.
-		if !strings.HasSuffix(st, " 255s0 3") {
-			t.Errorf("fast %s: state %q; want the interval (1h in ms) and a count of 3", fast, st)
-		}
-		stored[i] = list
-	}
-	if stored[0][1] != stored[1][1] {
-		t.Errorf("lists: fast %q, general %q", stored[0], stored[1])
 	}
 }
 

@@ -14,7 +14,9 @@
 --   numbers in base 36: a key's memory is mostly its name and this string.
 --   A bucket's leaves out its expiry (and the config it is counted under,
 --   when it is its version's); a window's has a short form, which leaves
---   out what the windows' grid tells (policy_short).
+--   out what the windows' grid tells (policy_short). A sliding log of a
+--   few entries is written inline, after the letter "i", with no list
+--   (slidinglog.lua's slidinglog_inline).
 --   The state is that of the policy's version VERSION. It expires when
 --   its last limit counts as empty.
 -- KEYS[1+i] limit i's sliding-log list, PREFIX{POLICY%:KEY}I (TTL too)
@@ -259,8 +261,8 @@ local function policy_make_heads(ev)
   local base = ev .. '|'
   local h = {f = base .. 'f', c = base .. 'c', t = base .. 't', q = base .. 'q'}
   h.nf, h.nc, h.nt, h.nq = #h.f + 1, #h.c + 1, #h.t + 1, #h.q + 1
-  h.l = base .. 'l'
-  h.nl = #h.l + 1
+  h.l, h.i = base .. 'l', base .. 'i'
+  h.nl, h.ni = #h.l + 1, #h.i
   -- A window's state after its head (policy_fast), the head in the
   -- pattern, escaped: one match, no find before it.
   local quoted = string.gsub(base, '%W', '%%%0')
@@ -268,6 +270,9 @@ local function policy_make_heads(ev)
   h.fshort = '^' .. quoted .. 'f(%w+) (%w+)$'
   h.cshort = '^' .. quoted .. 'c(%w+) (%w+) ?(%w*)$'
   h.cpat = '^' .. quoted .. 'c(%w+) (%w+) (%-?%w+) (%-?)(%w+) (%w+) ?(%-?)(%w*) ?(%w*)$'
+  -- A sliding log's inline form (slidinglog.lua's slidinglog_inline):
+  -- last, then up to eight numbers: four entries.
+  h.ipat = '^' .. quoted .. 'i(%w+) (%w+) ?(%w*) ?(%w*) ?(%w*) ?(%w*) ?(%w*) ?(%w*) ?(%w*)$'
   return h
 end
 local function policy_heads(epoch, versionText)
@@ -562,8 +567,8 @@ end
 -- key's state itself, and returns the reply (nil: none) and the state it
 -- read (nil: none read).
 local function policy_fast_log(keys, k, start, injected, p, n, maxWait, heads)
-  return slidinglog_fast(keys[k + 1], keys[k + 2], heads.l, heads.nl, start, injected, p.rate, p.interval, n,
-    maxWait, policy_b36, policy_ttl)
+  return slidinglog_fast(keys[k + 1], keys[k + 2], heads, start, injected, p.rate, p.interval, n, maxWait,
+    policy_b36, policy_ttl)
 end
 
 -- policy_call runs op on limit c and returns its reply: code, value, wait (µs).
@@ -647,7 +652,17 @@ local function policy_serve(keys, k, argv, a, b, start, injected, raw)
     local old = olds and olds[i]
     if old and old ~= '' then
       local code, rest = string.match(old, '^(.)(.*)$')
-      if code == c.code and code ~= '?' and not policyBuckets[code] then
+      if code == 'i' and c.code == 'l' then
+        -- A sliding log inline (slidinglog_inline), its expiry one
+        -- interval of its version after its newest entry.
+        local v, nv = policy_numbers36(rest)
+        local q = policy_state_limit(argv, b, L, i, p, sv, version, oldText)
+        if not q then
+          res[2], res[3] = -5, sv
+          return res
+        end
+        S = slidinglog_uninline(c, v, nv, q.interval * 1000 / unit)
+      elseif code == c.code and code ~= '?' and not policyBuckets[code] then
         local v, nv = policy_numbers36(rest)
         if policy_is_short(code, nv) then
           -- Its windows are on the grid of the interval of the state's
@@ -693,6 +708,8 @@ local function policy_serve(keys, k, argv, a, b, start, injected, raw)
     end
     cs[i] = c
   end
+  -- Every limit read: an inline log goes in its list, for its file's rules.
+  for _, c in ipairs(cs) do slidinglog_push_inlined(c) end
 
   if op == 'acquire' or op == 'status' then
     local granted, full, refused, wait = 1, 0, 0, 0
@@ -774,11 +791,22 @@ local function policy_serve(keys, k, argv, a, b, start, injected, raw)
     if c.impl.finish then c.impl.finish(c) end
     if c.dirty then dirty = true end
   end
-  if not dirty then return res end
+  if not dirty then
+    -- Unchanged: a log read inline stays so, its list made for the call gone.
+    for _, c in ipairs(cs) do
+      if c.inlined then redis.call('DEL', c.listKey) end
+    end
+    return res
+  end
   local parts, last = {}, 0
   for i, c in ipairs(cs) do
     local S = c.S
-    if S.Expiry then
+    local inline = S.Expiry and c.impl.list and slidinglog_inline(c, S, policy_b36)
+    if inline then
+      parts[i] = 'i' .. inline
+      local e = S.Expiry * c.unit
+      if e > last then last = e end
+    elseif S.Expiry then
       local st = encode_state(c.impl, c, S)
       if c.unit == 1 then st = string.sub(st, 3) end -- the "u" mark: the letter says it
       if policyBuckets[c.code] then
@@ -874,8 +902,8 @@ local function policy_planned(keys, k, argv, a, b, start, injected, p, n, arg, h
   if p.impl == logImpl then
     r = slidinglog_again(keys[k + 1], start, p.rate, n, policy_b36, policy_ttl)
     if r then return r end
-    r, raw = slidinglog_fast(keys[k + 1], keys[k + 2], heads.l, heads.nl, start, injected, p.rate, p.interval, n,
-      arg, policy_b36, policy_ttl)
+    r, raw = slidinglog_fast(keys[k + 1], keys[k + 2], heads, start, injected, p.rate, p.interval, n, arg,
+      policy_b36, policy_ttl)
     if r then return r end
     if raw == nil then raw = rcall('GET', keys[k + 1]) end
   else

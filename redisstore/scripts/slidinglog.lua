@@ -6,6 +6,8 @@
 -- the newest entry, where at most Rate permits fall in every window of
 -- Interval; Cancel takes a reservation's permits out of its entry, Release
 -- the newest granted at or before now (and before the caller's upTo).
+-- A keyed policy's short log lives in its state string instead, with no
+-- list (slidinglog_inline, below).
 --
 -- Within a limiter's calls the list's tail and its expired head are read
 -- once and then followed here, in c: tailAt, tailPermits (tailKnown: read),
@@ -292,6 +294,8 @@ end
 -- instant (ms), its state's text up to the total, the live total and the
 -- tail's permits after it, and the expiry (µs). slDirty: a grant since
 -- (slidinglog_again's) is not written yet.
+-- slList is nil for a log kept in its state string (slidinglog_inline):
+-- slPre is then its text up to the tail's permits.
 local slKey, slList, slNow, slPre, slTotal, slTail, slE, slDirty
 
 -- slidinglog_write_kept writes what slidinglog_again granted, if
@@ -300,8 +304,12 @@ local slKey, slList, slNow, slPre, slTotal, slTail, slE, slDirty
 -- slidinglog_fast takes them.
 local function slidinglog_write_kept(b36, numText)
   if slDirty then
-    rcall('LSET', slList, '-1', numText(slTail))
-    rcall('SET', slKey, slPre .. b36(slTotal), 'KEEPTTL')
+    if slList then
+      rcall('LSET', slList, '-1', numText(slTail))
+      rcall('SET', slKey, slPre .. b36(slTotal), 'KEEPTTL')
+    else
+      rcall('SET', slKey, slPre .. b36(slTail), 'KEEPTTL')
+    end
     slDirty = false
   end
   slKey = nil
@@ -323,32 +331,246 @@ local function slidinglog_again(key, start, rate, n, b36, numText)
   return {start, 1, rate - total, later(slE - start, 0)}
 end
 
+-- A log of at most slidinglogInline entries, none after the state's
+-- last, is kept in its state string (policy.lua writes it after the
+-- letter "i"): no list beside it, so a key is one string, and a call on
+-- it one read and one write. It is "LAST OFFSET PERMITS ...", oldest
+-- first, each entry's instant an offset back from last, but for the
+-- newest entry at last itself (nearly every state written), which is
+-- only its PERMITS: an odd count of numbers after LAST says so. The general path keeps the list and
+-- writes the log inline after the call (slidinglog_inline); the fast
+-- path reads and writes the inline form itself.
+local slidinglogInline = 4
+
+-- slA, slP: a log's entries as the fast path reads them, instants (ms)
+-- and permits, oldest first; slT the texts it reads them from: tables
+-- kept from call to call.
+local slA, slP, slT = {}, {}, {}
+
+-- slidinglog_inline is the log of c, settled in S, as its inline text,
+-- its list deleted; nil, the list kept, when the log holds more than
+-- slidinglogInline entries, one after S's last (a reservation), or
+-- expires other than one interval after its newest entry (a state kept
+-- from an older version's interval).
+local function slidinglog_inline(c, S, b36)
+  local listKey = c.listKey
+  local t = rcall('LRANGE', listKey, '0', '8') -- one more than 2 * slidinglogInline elements
+  local m = #t
+  if m < 2 or m > 2 * slidinglogInline or m % 2 == 1 then return nil end
+  local l = S.Last
+  local newest = tonum(t[m - 1])
+  if not newest or newest > l or S.Expiry ~= newest + c.interval then return nil end
+  local text = b36(l)
+  for i = 1, m - 1, 2 do
+    if i == m - 1 and newest == l then
+      text = text .. ' ' .. b36(tonum(t[i + 1]))
+    else
+      text = text .. ' ' .. b36(l - tonum(t[i])) .. ' ' .. b36(tonum(t[i + 1]))
+    end
+  end
+  rcall('DEL', listKey)
+  return text
+end
+
+-- slidinglog_uninline reads an inline log's numbers v[1..nv] into the
+-- state the algorithm's file reads, its expiry one interval I (ms) after
+-- its newest entry; the entries, as list elements, go in c.inlined, for
+-- the caller to push into the list (slidinglog_push_inlined) once every
+-- limit is read.
+local function slidinglog_uninline(c, v, nv, I)
+  if nv < 2 then error('unreadable state') end
+  local l, total, prev = v[1], 0, nil
+  local items = {}
+  for j = 2, nv, 2 do
+    local a, p = l - v[j], v[j + 1]
+    if j == nv then a, p = l, v[j] end -- the newest, at last
+    if v[j] < 0 or p < 1 or (prev and a <= prev) then error('unreadable state') end
+    items[#items + 1], items[#items + 2] = str(a), str(p)
+    total, prev = total + p, a
+  end
+  c.inlined = items
+  return {Last = l, Expiry = prev + I, Total = total}
+end
+
+-- slidinglog_push_inlined makes c's list the inline log it read, if any.
+local function slidinglog_push_inlined(c)
+  local items = c.inlined
+  if items then
+    rcall('DEL', c.listKey)
+    rcall('RPUSH', c.listKey, unpack(items))
+  end
+end
+
+-- slidinglogHead, slidinglogHeadNow, slidinglogHeadText: the text of an
+-- inline state up to its entries, "HEAD NOW", made once for the calls of
+-- a batch at one ms (slidinglog_head_text); slidinglogHeadPre, the same
+-- and a space.
+local slidinglogHead, slidinglogHeadNow, slidinglogHeadText, slidinglogHeadPre
+
+local function slidinglog_head_text(head, now, b36)
+  if now ~= slidinglogHeadNow or head ~= slidinglogHead then
+    slidinglogHead, slidinglogHeadNow = head, now
+    slidinglogHeadText = head .. b36(now)
+    slidinglogHeadPre = slidinglogHeadText .. ' '
+  end
+  return slidinglogHeadText, slidinglogHeadPre
+end
+
+-- slidinglog_put_inline writes key's state as an inline log: the entries
+-- slA, slP [first..last], all before now, then one at now of tail
+-- permits, the state's last. It returns the text up to the tail's
+-- permits (slidinglog_again). keep: the key's TTL stays (SET KEEPTTL),
+-- else it is ttl (ms, text).
+local function slidinglog_put_inline(key, head, now, first, last, tail, keep, ttl, b36)
+  local h, pre = slidinglog_head_text(head, now, b36)
+  local A, P = slA, slP
+  local older = last - first + 1
+  if older == 1 then
+    pre = h .. ' ' .. b36(now - A[first]) .. ' ' .. b36(P[first]) .. ' '
+  elseif older == 2 then
+    pre = h .. ' ' .. b36(now - A[first]) .. ' ' .. b36(P[first]) .. ' ' .. b36(now - A[last]) .. ' ' ..
+      b36(P[last]) .. ' '
+  elseif older > 2 then
+    pre = h
+    for j = first, last do pre = pre .. ' ' .. b36(now - A[j]) .. ' ' .. b36(P[j]) end
+    pre = pre .. ' '
+  end
+  if keep then
+    rcall('SET', key, pre .. b36(tail), 'KEEPTTL')
+  else
+    rcall('SET', key, pre .. b36(tail), 'PX', ttl)
+  end
+  return pre
+end
+
+-- slidinglog_fast_inline is slidinglog_fast_read on a state of this
+-- epoch and version in the inline form (raw, after heads.i): the same
+-- acquire, granted at once, or refused; nil, having changed nothing, for
+-- a reservation. A log that grows past slidinglogInline entries goes in
+-- its list (the state then as slidinglog_fast_read writes one).
+local function slidinglog_fast_inline(key, listKey, raw, heads, start, injected, rate, interval, n, maxWait, b36,
+    numText)
+  local L, t1, t2, t3, t4, t5, t6, t7, t8 = smatch(raw, heads.ipat)
+  if not L then return nil end
+  local T = slT
+  T[1], T[2], T[3], T[4], T[5], T[6], T[7], T[8] = t1, t2, t3, t4, t5, t6, t7, t8
+  -- m numbers after last, one separator before each, none after an
+  -- empty capture: the length tells.
+  local m, size = 0, heads.ni + #L
+  for j = 1, 8 do
+    local t = T[j]
+    if t == '' then break end
+    m, size = j, size + #t + 1
+  end
+  if #raw ~= size then return nil end
+  local l = tonum(L, 36)
+  if not l then return nil end
+  local A, P = slA, slP
+  local k = 0
+  for j = 1, m, 2 do
+    local a, p
+    if j == m then
+      a, p = l, tonum(T[j], 36) -- the newest, at last
+    else
+      a, p = tonum(T[j], 36), tonum(T[j + 1], 36)
+      if not a then return nil end
+      a = l - a
+    end
+    if not p or p < 1 or (k > 0 and a <= A[k]) then return nil end
+    k = k + 1
+    A[k], P[k] = a, p
+  end
+  local now = floor(start / 1000)
+  local expiry = A[k] + interval
+  if l > now then now = l end
+  local first, total, keep = 1, 0, false
+  if now >= expiry then
+    first = k + 1 -- past its expiry: empty
+  else
+    -- The newest entry at now: the state's TTL ends where it would set it.
+    keep = not injected and A[k] == now
+    local cut = now - interval
+    while first <= k and A[first] <= cut do first = first + 1 end
+    for j = first, k do total = total + P[j] end
+    local need = total + n - rate
+    if need > 0 then
+      -- A wait: answered here only as a refusal.
+      if maxWait > 0 then maxWait = floor(maxWait / 1000) end
+      if maxWait < 0 then return nil end
+      local at, dropped = now, 0
+      for j = first, k do
+        dropped = dropped + P[j]
+        if dropped >= need then
+          at = later(at, A[j] + interval)
+          break
+        end
+      end
+      local wait = by_expiry(at, now, expiry) - now
+      if wait <= maxWait then return nil end -- a reservation
+      wait = wait * 1000
+      return {start, 0, 0, 0, 1, wait, later(rate - total, 0), later(expiry * 1000 - start, 0), wait}
+    end
+  end
+  -- Granted at now: added to the newest entry if it is at now.
+  local last, tail = k, n
+  if first <= k and A[k] == now then last, tail = k - 1, P[k] + n end
+  total = total + n
+  local e = (now + interval) * 1000
+  if last - first + 2 <= slidinglogInline then
+    local ttl = nil
+    if not keep then ttl = numText(key_ttl(e, start, injected)) end
+    local pre = slidinglog_put_inline(key, heads.i, now, first, last, tail, keep, ttl, b36)
+    slKey, slList, slNow, slPre, slTotal, slTail, slE, slDirty = key, nil, now, pre, total, tail, e, false
+    return {start, 1, later(rate - total, 0), later(e - start, 0)}
+  end
+  -- Into the list, made anew: a list left beside the string is not the log's.
+  local items, m = slT, 0
+  for j = first, last do
+    items[m + 1], items[m + 2], m = str(A[j]), numText(P[j]), m + 2
+  end
+  items[m + 1], items[m + 2] = slidinglog_now_text(now), numText(tail)
+  rcall('DEL', listKey)
+  rcall('RPUSH', listKey, unpack(items, 1, m + 2))
+  local ttl = numText(key_ttl(e, start, injected))
+  rcall('PEXPIRE', listKey, ttl)
+  local pre = heads.l .. slidinglog_text36(now, interval, b36) .. ' '
+  rcall('SET', key, pre .. b36(total), 'PX', ttl)
+  slKey, slList, slNow, slPre, slTotal, slTail, slE, slDirty = key, listKey, now, pre, total, tail, e, false
+  return {start, 1, later(rate - total, 0), later(e - start, 0)}
+end
+
 -- slidinglog_fast_read is the acquire of a keyed policy of one sliding log
 -- (policy.lua), on a key whose state is empty, past its expiry, or of this
--- epoch and version (raw starting with head; its numbers from the index
--- from) with its newest entry at or before now: granted at once, or
--- refused for a wait beyond maxWait (µs) where the log's live entries lie
--- in its first slidinglogChunk elements. Nothing else: it returns nil,
--- having changed nothing, and the general path serves the call. It writes
--- what that path writes (the acquire above, its state string and TTLs),
--- with no table but its reply, no pcall, and the list read once: one
--- LRANGE from the head, which holds the tail too when the log is short,
--- each element read as a number at most once. b36 and numText are
--- policy.lua's policy_b36 and policy_ttl (a number's decimal text, kept);
--- interval is in ms, rate and n in permits.
-local function slidinglog_fast_read(key, listKey, raw, head, from, start, injected, rate, interval, n, maxWait, b36, numText)
+-- epoch and version (raw starting with heads.l or, inline, heads.i) with
+-- its newest entry at or before now: granted at once, or refused for a
+-- wait beyond maxWait (µs) where the log's live entries lie in its first
+-- slidinglogChunk elements. Nothing else: it returns nil, having changed
+-- nothing, and the general path serves the call. It writes what that path
+-- writes (the acquire above, its state string and TTLs: the log inline
+-- when short enough), with no table but its reply, no pcall, and the list
+-- read once: one LRANGE from the head, which holds the tail too when the
+-- log is short, each element read as a number at most once. b36 and
+-- numText are policy.lua's policy_b36 and policy_ttl (a number's decimal
+-- text, kept); interval is in ms, rate and n in permits.
+local function slidinglog_fast_read(key, listKey, raw, heads, start, injected, rate, interval, n, maxWait, b36, numText)
   local now = floor(start / 1000)
   local total, expiry, trim = 0, 0, 0 -- trim: list elements to drop at the head
   local tAt, tPermits
-  -- empty: the list starts anew, 'del' (the state past its expiry: the
-  -- list is deleted) or 'new' (no state: a list left over is dropped).
+  local m, chunk = 0, nil
+  -- empty: the log starts anew, 'del' (the state past its expiry: the
+  -- list is deleted) or 'new' (no state: a list left over is not read
+  -- again, and expires).
   local empty = 'new'
   -- kept: the state and the list expire at the instant this call would
   -- set (a call in the same ms as the state's last): their TTLs stay.
   local kept = false
   if raw then
-    if sfind(raw, head, 1, true) ~= 1 then return nil end
-    local l, x, t = smatch(raw, '^(%w+) (%w+) (%w+)$', from)
+    if sfind(raw, heads.i, 1, true) == 1 then
+      return slidinglog_fast_inline(key, listKey, raw, heads, start, injected, rate, interval, n, maxWait, b36,
+        numText)
+    end
+    if sfind(raw, heads.l, 1, true) ~= 1 then return nil end
+    local l, x, t = smatch(raw, '^(%w+) (%w+) (%w+)$', heads.nl)
     if not l then return nil end
     l = tonum(l, 36)
     expiry = l + tonum(x, 36)
@@ -359,8 +581,8 @@ local function slidinglog_fast_read(key, listKey, raw, head, from, start, inject
       empty = nil
       kept = not injected and expiry == now + interval and l == now
       total = tonum(t, 36)
-      local chunk = rcall('LRANGE', listKey, '0', '15')
-      local m = #chunk
+      chunk = rcall('LRANGE', listKey, '0', '15')
+      m = #chunk
       if m < 2 or m % 2 == 1 then return nil end
       -- The elements at the head that have left the window; a, the
       -- instant of the first entry left (nil: none).
@@ -411,28 +633,54 @@ local function slidinglog_fast_read(key, listKey, raw, head, from, start, inject
       end
     end
   end
-  -- Granted at now, the newest entry's instant or later.
-  if empty == 'del' then
-    rcall('DEL', listKey)
-  elseif trim > 0 then
-    rcall('LTRIM', listKey, slidinglogTrims[trim], '-1')
-  end
-  local tail = n
-  if tAt == now then
-    tail = tPermits + n
-    rcall('LSET', listKey, '-1', numText(tail))
-  else
-    if rcall('RPUSH', listKey, slidinglog_now_text(now), numText(n)) ~= 2 and empty == 'new' then
-      rcall('LTRIM', listKey, '-2', '-1') -- a list whose state is gone
+  -- Granted at now, the newest entry's instant or later: inline when the
+  -- log then holds at most slidinglogInline entries.
+  local last, tail = 0, n
+  if not empty then
+    if m == slidinglogChunk then
+      -- The list's length is not known: with no more than
+      -- slidinglogInline entries left in the chunk, the general path
+      -- tells.
+      if m - trim <= 2 * slidinglogInline then return nil end
+      last = slidinglogInline + 1
+    else
+      local A, P = slA, slP
+      local to = m - 1
+      if tAt == now then to, tail = m - 3, tPermits + n end
+      if (to - trim + 1) / 2 < slidinglogInline then
+        for i = trim + 1, to, 2 do
+          local a, p = tonum(chunk[i]), tonum(chunk[i + 1])
+          if not a or not p then return nil end
+          last = last + 1
+          A[last], P[last] = a, p
+        end
+      else
+        last = slidinglogInline + 1
+      end
     end
   end
   total = total + n
   local e = (now + interval) * 1000
-  local pre = head .. slidinglog_text36(now, interval, b36) .. ' '
+  if last < slidinglogInline then
+    if empty ~= 'new' then rcall('DEL', listKey) end
+    local ttl = nil
+    if not kept then ttl = numText(key_ttl(e, start, injected)) end
+    local pre = slidinglog_put_inline(key, heads.i, now, 1, last, tail, kept, ttl, b36)
+    slKey, slList, slNow, slPre, slTotal, slTail, slE, slDirty = key, nil, now, pre, total, tail, e, false
+    return {start, 1, later(rate - total, 0), later(e - start, 0)}
+  end
+  if trim > 0 then rcall('LTRIM', listKey, slidinglogTrims[trim], '-1') end
+  if tAt == now then
+    tail = tPermits + n
+    rcall('LSET', listKey, '-1', numText(tail))
+  else
+    rcall('RPUSH', listKey, slidinglog_now_text(now), numText(n))
+  end
+  local pre = heads.l .. slidinglog_text36(now, interval, b36) .. ' '
   local st = pre .. b36(total)
   if kept and trim == 0 then
-    -- The list was neither trimmed nor made anew: no PEXPIRE, and SET
-    -- keeps the state's TTL (Redis rewrites no command either).
+    -- The list was not trimmed: no PEXPIRE, and SET keeps the state's
+    -- TTL (Redis rewrites no command either).
     rcall('SET', key, st, 'KEEPTTL')
   else
     local ttl = numText(key_ttl(e, start, injected))
@@ -458,11 +706,11 @@ local slidinglogFound, slidinglogAdapt = 0, true
 -- yet; it returns the reply (nil: the general path serves the call) and
 -- the state it read (nil: none read). A key with no state is the common
 -- call of a service counting requests per key: its state, known before
--- it is read, is written by one SET NX GET that reads it too, and only
--- when another state is there does the call go on as
--- slidinglog_fast_read: one command fewer than a GET then a SET, where
--- most keys have no state (slidinglogFound).
-local function slidinglog_fast(key, listKey, head, from, start, injected, rate, interval, n, maxWait, b36, numText)
+-- it is read (one entry, inline), is written by one SET NX GET that reads
+-- it too, and only when another state is there does the call go on as
+-- slidinglog_fast_read: one command, not a GET then a SET, where most keys
+-- have no state (slidinglogFound). heads is policy.lua's (policy_heads).
+local function slidinglog_fast(key, listKey, heads, start, injected, rate, interval, n, maxWait, b36, numText)
   if not slidinglogFast then return nil, nil end
   if slidinglogNxGet == nil then
     slidinglogNxGet = (redis.REDIS_VERSION_NUM or 0) >= 0x070000
@@ -475,19 +723,15 @@ local function slidinglog_fast(key, listKey, head, from, start, injected, rate, 
     local now = floor(start / 1000)
     local e = (now + interval) * 1000
     local ttl = numText(key_ttl(e, start, injected))
-    local pre = head .. slidinglog_text36(now, interval, b36) .. ' '
+    local _, pre = slidinglog_head_text(heads.i, now, b36)
     raw = rcall('SET', key, pre .. b36(n), 'PX', ttl, 'NX', 'GET')
     if not raw then
-      if rcall('RPUSH', listKey, slidinglog_now_text(now), numText(n)) ~= 2 then
-        rcall('LTRIM', listKey, '-2', '-1') -- a list whose state is gone
-      end
-      rcall('PEXPIRE', listKey, ttl)
-      slKey, slList, slNow, slPre, slTotal, slTail, slE, slDirty = key, listKey, now, pre, n, n, e, false
+      slKey, slList, slNow, slPre, slTotal, slTail, slE, slDirty = key, nil, now, pre, n, n, e, false
       return {start, 1, later(rate - n, 0), later(e - start, 0)}, false
     end
   else
     raw = rcall('GET', key)
   end
   if raw then slidinglogFound = slidinglogFound + 1 end
-  return slidinglog_fast_read(key, listKey, raw, head, from, start, injected, rate, interval, n, maxWait, b36, numText), raw
+  return slidinglog_fast_read(key, listKey, raw, heads, start, injected, rate, interval, n, maxWait, b36, numText), raw
 end

@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -244,5 +246,114 @@ func TestKeyedWindowTTL(t *testing.T) {
 			}
 			break
 		}
+	}
+}
+
+// TestKeyedLogStates reads sliding-log states written by hand in the
+// stored form through a keyed acquire: a log of up to four entries
+// inline ("i" last, then per entry its offset back from last and its
+// permits, the newest at last as its permits alone), a longer one in its
+// list ("l" last, expiry offset, total). The result, the state and the
+// list after are the algorithm's; a state that is not one is ErrCorrupt,
+// and left as it was. Numbers are in ms, now 250ms into a second, the
+// limit 10 per second.
+func TestKeyedLogStates(t *testing.T) {
+	f := newStateStore(t)
+	ctx, rdb, s, head := f.ctx, f.rdb, f.s, f.head
+	now := f.now / 1000
+	p, err := redlimit.NewPolicy(s, "sl", []redlimit.Config{redlimit.PerSecond(10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Key("first").TryAcquire(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	// inline is a log's inline state from last and its entries (instant,
+	// permits), oldest first.
+	inline := func(last int64, entries ...int64) string {
+		out := "i" + b36(last)
+		for i := 0; i < len(entries); i += 2 {
+			if i+2 < len(entries) || entries[i] != last {
+				out += " " + b36(last-entries[i])
+			}
+			out += " " + b36(entries[i+1])
+		}
+		return out
+	}
+	list := func(entries ...int64) []string {
+		var out []string
+		for _, x := range entries {
+			out = append(out, strconv.FormatInt(x, 10))
+		}
+		return out
+	}
+	cases := []struct {
+		name       string
+		state      string   // after the head
+		list       []string // the list beside it
+		allowed    bool
+		remaining  int64
+		retryAfter time.Duration
+		after      string   // the state after; "" unchanged
+		afterList  []string // the list after
+		corrupt    bool
+	}{
+		{"one entry", inline(now-100, now-100, 3), nil,
+			true, 6, 0, inline(now, now-100, 3, now, 1), nil, false},
+		{"at the newest's instant", inline(now, now-100, 3, now, 2), nil,
+			true, 4, 0, inline(now, now-100, 3, now, 3), nil, false},
+		{"the oldest left the window", inline(now-10, now-1000, 5, now-10, 1), nil,
+			true, 8, 0, inline(now, now-10, 1, now, 1), nil, false},
+		{"the newest before last", inline(now-10, now-500, 2), nil,
+			true, 7, 0, inline(now, now-500, 2, now, 1), nil, false},
+		{"expired", inline(now-2000, now-2000, 10), nil,
+			true, 9, 0, inline(now, now, 1), nil, false},
+		{"full", inline(now-100, now-900, 6, now-100, 4), nil,
+			false, 0, 100 * time.Millisecond, "", nil, false}, // when the 6 leave
+		{"outgrows the string", inline(now-1, now-40, 1, now-30, 1, now-20, 1, now-1, 1), nil,
+			true, 5, 0, "l" + b36(now) + " " + b36(1000) + " 5", list(now-40, 1, now-30, 1, now-20, 1, now-1, 1, now, 1), false},
+		{"a list that fits the string", "l" + b36(now-1) + " " + b36(999) + " 5", list(now-1500, 2, now-40, 1, now-1, 2),
+			true, 6, 0, inline(now, now-40, 1, now-1, 2, now, 1), nil, false},
+		{"more inline than written", inline(now-1, now-50, 1, now-40, 1, now-30, 1, now-20, 1, now-1, 1), nil,
+			true, 4, 0, "l" + b36(now) + " " + b36(1000) + " 6", list(now-50, 1, now-40, 1, now-30, 1, now-20, 1, now-1, 1, now, 1), false},
+		{"entries out of order", inline(now-1, now-20, 1) + " z 1", nil, false, 0, 0, "", nil, true},
+		{"no permits", "i" + b36(now-1) + " 0", nil, false, 0, 0, "", nil, true},
+		{"no entry", "i" + b36(now-1), nil, false, 0, 0, "", nil, true},
+		{"not numbers", "i" + b36(now-1) + " 1 x-y", nil, false, 0, 0, "", nil, true},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			key := "k" + strconv.Itoa(i)
+			stateKey := s.Prefix() + "{sl%:" + key + "}"
+			h := head("sl")
+			if err := rdb.Set(ctx, stateKey, h+c.state, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if c.list != nil {
+				if err := rdb.RPush(ctx, stateKey+"1", c.list).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r, err := p.Key(key).TryAcquire(ctx, 1)
+			if c.corrupt {
+				if !errors.Is(err, redlimit.ErrCorrupt) {
+					t.Fatalf("from %q: %+v, %v; want ErrCorrupt", c.state, r, err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			} else if r.Allowed != c.allowed || r.Remaining != c.remaining || r.RetryAfter != c.retryAfter {
+				t.Errorf("from %q: %+v; want allowed %v, remaining %d, retry after %v", c.state, r, c.allowed, c.remaining, c.retryAfter)
+			}
+			want, wantList := c.after, c.afterList
+			if want == "" {
+				want, wantList = c.state, c.list
+			}
+			if got := rdb.Get(ctx, stateKey).Val(); got != h+want {
+				t.Errorf("state after %q, want %q", got, h+want)
+			}
+			if got := rdb.LRange(ctx, stateKey+"1", 0, -1).Val(); !slices.Equal(got, wantList) {
+				t.Errorf("list after %q, want %q", got, wantList)
+			}
+		})
 	}
 }

@@ -177,10 +177,14 @@ type limiterRest struct {
 	bucket *tokenbucket.State
 }
 
-// plainLimiter is a limiter made for any algorithm but the token bucket.
+// plainLimiter is a limiter made for any algorithm but the token bucket,
+// padded to a size class whose objects start on a cache line, as
+// bucketLimiter: else half of them would start mid-line, their lock on
+// a line with their neighbour's fields.
 type plainLimiter struct {
 	limiter
 	rest limiterRest
+	_    [32]byte // to 128 bytes
 }
 
 // lockSpins is how many times lock looks at a taken lock again before it

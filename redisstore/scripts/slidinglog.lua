@@ -337,9 +337,10 @@ end
 -- it one read and one write. It is "LAST OFFSET PERMITS ...", oldest
 -- first, each entry's instant an offset back from last, but for the
 -- newest entry at last itself (nearly every state written), which is
--- only its PERMITS: an odd count of numbers after LAST says so. The general path keeps the list and
--- writes the log inline after the call (slidinglog_inline); the fast
--- path reads and writes the inline form itself.
+-- only its PERMITS: an odd count of numbers after LAST says so. The
+-- general path keeps the list and writes the log inline after the call
+-- (slidinglog_inline); the fast path reads and writes the inline form
+-- itself.
 local slidinglogInline = 4
 
 -- slA, slP: a log's entries as the fast path reads them, instants (ms)
@@ -446,7 +447,8 @@ end
 -- slidinglog_fast_inline is slidinglog_fast_read on a state of this
 -- epoch and version in the inline form (raw, after heads.i): the same
 -- acquire, granted at once, or refused; nil, having changed nothing, for
--- a reservation. A log that grows past slidinglogInline entries goes in
+-- a reservation or a state it does not read (the general path tells). A
+-- log that grows past slidinglogInline entries goes in
 -- its list (the state then as slidinglog_fast_read writes one).
 local function slidinglog_fast_inline(key, listKey, raw, heads, start, injected, rate, interval, n, maxWait, b36,
     numText)

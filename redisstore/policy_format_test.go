@@ -357,3 +357,44 @@ func TestKeyedLogStates(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyedWindowLeftEmpty: a window's state whose windows have all
+// passed counts nothing, and is written so when the key is written for
+// another reason (here: a refusal by another limit, after a change of
+// the policy's limits, converts the key's state to the new version). Its
+// long form holds too few numbers to be told from a short one: written,
+// it read back as a count of its expiry's offset (found by the policy
+// differential).
+func TestKeyedWindowLeftEmpty(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	clk := clock.NewFake(storetest.T0.Add(250 * time.Millisecond))
+	s := newStore(t, rdb, redisstore.WithTimeSource(clk))
+	for _, alg := range []redlimit.Algorithm{redlimit.FixedWindow, redlimit.SlidingCounter} {
+		t.Run(string(alg), func(t *testing.T) {
+			// The queue takes one request an hour: the second waits.
+			queue := redlimit.LeakyBucketConfig(1, time.Hour, 1)
+			p, err := redlimit.NewPolicy(s, string(alg), []redlimit.Config{redlimit.PerInterval(5, 10*time.Millisecond).WithAlgorithm(alg), queue})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, err := p.Key("k").TryAcquire(ctx, 1); err != nil || !r.Allowed {
+				t.Fatalf("first call: %+v, %v", r, err)
+			}
+			clk.Advance(50 * time.Millisecond) // the window's count has passed
+			// Windows of an hour: the first call's instant in the window of now.
+			if err := p.SetLimits(ctx, []redlimit.Config{redlimit.PerInterval(5, time.Hour).WithAlgorithm(alg), queue}); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 {
+				r, err := p.Key("k").TryAcquire(ctx, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Allowed || !r.Limits[1].Refused || r.Limits[0].Refused || r.Limits[0].Remaining != 5 {
+					t.Fatalf("call %d after the change: %+v; want refused by the queue, the window's 5 left", i, r)
+				}
+			}
+		})
+	}
+}

@@ -652,29 +652,23 @@ local function policy_serve(keys, k, argv, a, b, start, injected, raw)
     local old = olds and olds[i]
     if old and old ~= '' then
       local code, rest = string.match(old, '^(.)(.*)$')
-      if code == 'i' and c.code == 'l' then
-        -- A sliding log inline (slidinglog_inline), its expiry one
-        -- interval of its version after its newest entry.
+      -- A sliding log inline (slidinglog_inline).
+      local inline = code == 'i' and c.code == 'l'
+      if inline or (code == c.code and code ~= '?' and not policyBuckets[code]) then
         local v, nv = policy_numbers36(rest)
-        local q = policy_state_limit(argv, b, L, i, p, sv, version, oldText)
-        if not q then
-          res[2], res[3] = -5, sv
-          return res
-        end
-        S = slidinglog_uninline(c, v, nv, q.interval * 1000 / unit)
-      elseif code == c.code and code ~= '?' and not policyBuckets[code] then
-        local v, nv = policy_numbers36(rest)
-        if policy_is_short(code, nv) then
-          -- Its windows are on the grid of the interval of the state's
-          -- version.
+        if inline or policy_is_short(code, nv) then
+          -- A short window's grid, and an inline log's expiry (one
+          -- interval after its newest entry), are of the interval of
+          -- the state's version.
           local q = policy_state_limit(argv, b, L, i, p, sv, version, oldText)
           if not q then
             res[2], res[3] = -5, sv
             return res
           end
-          nv = policy_unshort(code, v, nv, q.interval * 1000 / unit)
+          local I = q.interval * 1000 / unit
+          if inline then S = slidinglog_uninline(c, v, nv, I) else nv = policy_unshort(code, v, nv, I) end
         end
-        if nv >= 2 then S = impl.decode(v, nv) end
+        if not inline and nv >= 2 then S = impl.decode(v, nv) end
       elseif code == c.code and code ~= '?' then
         rest = string.gsub(rest, '[^ ]+', policy_from36)
         if policyBuckets[code] then
@@ -806,7 +800,10 @@ local function policy_serve(keys, k, argv, a, b, start, injected, raw)
       parts[i] = 'i' .. inline
       local e = S.Expiry * c.unit
       if e > last then last = e end
-    elseif S.Expiry then
+    elseif S.Expiry and not (S.Windows and #S.Windows == 0) then
+      -- (A window state with no window left counts nothing: it is empty,
+      -- as Go's settle makes it, and written so; its long form would
+      -- read back as a short one.)
       local st = encode_state(c.impl, c, S)
       if c.unit == 1 then st = string.sub(st, 3) end -- the "u" mark: the letter says it
       if policyBuckets[c.code] then

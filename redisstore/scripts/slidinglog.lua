@@ -444,6 +444,27 @@ local function slidinglog_put_inline(key, head, now, first, last, tail, keep, tt
   return pre
 end
 
+-- slidinglog_refuse answers on the fast path an acquire that does not
+-- fit at once (by need permits) on a log whose live entries are slA,
+-- slP [first..k]: a refusal for a wait beyond maxWait (µs); nil, for the
+-- general path, for a reservation or a wait with no bound.
+local function slidinglog_refuse(start, now, expiry, interval, rate, total, need, maxWait, first, k)
+  if maxWait > 0 then maxWait = floor(maxWait / 1000) end
+  if maxWait < 0 then return nil end
+  local at, dropped = now, 0
+  for j = first, k do
+    dropped = dropped + slP[j]
+    if dropped >= need then
+      at = later(at, slA[j] + interval)
+      break
+    end
+  end
+  local wait = by_expiry(at, now, expiry) - now
+  if wait <= maxWait then return nil end -- a reservation
+  wait = wait * 1000
+  return {start, 0, 0, 0, 1, wait, later(rate - total, 0), later(expiry * 1000 - start, 0), wait}
+end
+
 -- slidinglog_fast_inline is slidinglog_fast_read on a state of this
 -- epoch and version in the inline form (raw, after heads.i): the same
 -- acquire, granted at once, or refused; nil, having changed nothing, for
@@ -496,21 +517,7 @@ local function slidinglog_fast_inline(key, listKey, raw, heads, start, injected,
     for j = first, k do total = total + P[j] end
     local need = total + n - rate
     if need > 0 then
-      -- A wait: answered here only as a refusal.
-      if maxWait > 0 then maxWait = floor(maxWait / 1000) end
-      if maxWait < 0 then return nil end
-      local at, dropped = now, 0
-      for j = first, k do
-        dropped = dropped + P[j]
-        if dropped >= need then
-          at = later(at, A[j] + interval)
-          break
-        end
-      end
-      local wait = by_expiry(at, now, expiry) - now
-      if wait <= maxWait then return nil end -- a reservation
-      wait = wait * 1000
-      return {start, 0, 0, 0, 1, wait, later(rate - total, 0), later(expiry * 1000 - start, 0), wait}
+      return slidinglog_refuse(start, now, expiry, interval, rate, total, need, maxWait, first, k)
     end
   end
   -- Granted at now: added to the newest entry if it is at now.
@@ -615,23 +622,16 @@ local function slidinglog_fast_read(key, listKey, raw, heads, start, injected, r
       total = total - sum
       local need = total + n - rate
       if need > 0 then
-        -- A wait: answered here only as a refusal, of a log all read.
-        if maxWait > 0 then maxWait = floor(maxWait / 1000) end
-        if maxWait < 0 or m == slidinglogChunk then return nil end
-        local at, dropped = now, 0
+        -- Answered here only of a log all read.
+        if m == slidinglogChunk then return nil end
+        local A, P, k = slA, slP, 0
         for i = trim + 1, m - 1, 2 do
           local a, p = tonum(chunk[i]), tonum(chunk[i + 1])
           if not a or not p then return nil end
-          dropped = dropped + p
-          if dropped >= need then
-            at = later(at, a + interval)
-            break
-          end
+          k = k + 1
+          A[k], P[k] = a, p
         end
-        local wait = by_expiry(at, now, expiry) - now
-        if wait <= maxWait then return nil end -- a reservation
-        wait = wait * 1000
-        return {start, 0, 0, 0, 1, wait, later(rate - total, 0), later(expiry * 1000 - start, 0), wait}
+        return slidinglog_refuse(start, now, expiry, interval, rate, total, need, maxWait, 1, k)
       end
     end
   end

@@ -9,9 +9,9 @@ import (
 // bucket limiter's lock and the state fields its common grant reads and
 // writes (tokenbucket.State's Take: Deficit's Owed to Live) in one cache
 // line, in every limiter made; every other limiter's lock at a line's
-// start too. A field added to limiter in the wrong
-// place moves the lock off that line and costs contending callers a line
-// passed between CPUs per call; this names the field's place instead.
+// start too. A field added to limiter in the wrong place moves the lock
+// off that line and costs contending callers a line passed between CPUs
+// per call; this names the field's place instead.
 func TestLimiterLayout(t *testing.T) {
 	const line = 64
 	var b bucketLimiter

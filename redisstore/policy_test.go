@@ -306,9 +306,10 @@ func policyDifferential(t *testing.T, randomPolicy func(*rand.Rand) []redlimit.C
 
 // TestPolicyStatesAcrossVersions: a bucket's state does not repeat the
 // limits it is counted under (those of its version, kept in the policy's
-// hash), nor does a window's short form its windows' grid (its version's
-// interval): after two changes keeping the states, a key untouched
-// meanwhile is still counted as the memory store counts it.
+// hash), nor does a window's short form its windows' grid, nor an inline
+// sliding log its expiry (its version's interval): after two changes
+// keeping the states, a key untouched meanwhile is still counted as the
+// memory store counts it.
 func TestPolicyStatesAcrossVersions(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -323,6 +324,14 @@ func TestPolicyStatesAcrossVersions(t *testing.T) {
 			{redlimit.PerSecond(10).WithAlgorithm(redlimit.FixedWindow), redlimit.PerSecond(10).WithAlgorithm(redlimit.SlidingCounter)},
 			{redlimit.PerInterval(10, 3*time.Second).WithAlgorithm(redlimit.FixedWindow), redlimit.PerInterval(10, 2*time.Second).WithAlgorithm(redlimit.SlidingCounter)},
 			{redlimit.PerInterval(20, 700*time.Millisecond).WithAlgorithm(redlimit.FixedWindow), redlimit.PerInterval(10, 1500*time.Millisecond).WithAlgorithm(redlimit.SlidingCounter)},
+		}},
+		// An inline log's expiry is one interval of its version after
+		// its newest entry: the first log, full, caps the waits at that
+		// expiry, not at one of the longer intervals since.
+		{"sliding logs", [][]redlimit.Config{
+			{redlimit.PerSecond(4), redlimit.PerInterval(10, 2*time.Second)},
+			{redlimit.PerInterval(4, 3*time.Second), redlimit.PerInterval(10, 1500*time.Millisecond)},
+			{redlimit.PerInterval(4, 5*time.Second), redlimit.PerInterval(20, 2500*time.Millisecond)},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -351,7 +360,8 @@ func TestPolicyStatesAcrossVersions(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
-					// A bucket's last and owed; a window's last and count.
+					// A bucket's last and owed; a window's last and count;
+					// a log's last and its one entry's permits.
 					if state := rdb.Get(ctx, red.Prefix()+"{b%:k}").Val(); strings.Count(state, " ") != 3 {
 						t.Fatalf("state %q: want each limit's last and one number", state)
 					}

@@ -169,8 +169,9 @@ end
 -- window's end. A sliding counter's "last permits" is the window holding
 -- last (its tail, last itself), then the permits of the window before
 -- if it has any, its expiry the end of the window after. The long form
--- says each start and the expiry; a long state always holds more than
--- three numbers.
+-- says each start and the expiry: with a window, more than three
+-- numbers. A state with no window left is written empty (policy_serve),
+-- never in a long form a short one could be taken for.
 local function policy_short(c, S)
   local l, W, I = S.Last, S.Windows, c.interval
   local w = l - l % I
@@ -262,7 +263,7 @@ local function policy_make_heads(ev)
   local h = {f = base .. 'f', c = base .. 'c', t = base .. 't', q = base .. 'q'}
   h.nf, h.nc, h.nt, h.nq = #h.f + 1, #h.c + 1, #h.t + 1, #h.q + 1
   h.l, h.i = base .. 'l', base .. 'i'
-  h.nl, h.ni = #h.l + 1, #h.i
+  h.nl, h.ni = #h.l + 1, #h.i + 1
   -- A window's state after its head (policy_fast), the head in the
   -- pattern, escaped: one match, no find before it.
   local quoted = string.gsub(base, '%W', '%%%0')

@@ -479,7 +479,7 @@ local function slidinglog_fast_inline(key, listKey, raw, heads, start, injected,
   T[1], T[2], T[3], T[4], T[5], T[6], T[7], T[8] = t1, t2, t3, t4, t5, t6, t7, t8
   -- m numbers after last, one separator before each, none after an
   -- empty capture: the length tells.
-  local m, size = 0, heads.ni + #L
+  local m, size = 0, heads.ni - 1 + #L
   for j = 1, 8 do
     local t = T[j]
     if t == '' then break end

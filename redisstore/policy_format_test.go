@@ -311,11 +311,22 @@ func TestKeyedLogStates(t *testing.T) {
 		{"full", inline(now-100, now-900, 6, now-100, 4), nil,
 			false, 0, 100 * time.Millisecond, "", nil, false}, // when the 6 leave
 		{"outgrows the string", inline(now-1, now-40, 1, now-30, 1, now-20, 1, now-1, 1), nil,
-			true, 5, 0, "l" + b36(now) + " " + b36(1000) + " 5", list(now-40, 1, now-30, 1, now-20, 1, now-1, 1, now, 1), false},
+			true, 5, 0, "l" + b36(now) + " " + b36(1000) + " 5 1 " + b36(40), list(now-40, 1, now-30, 1, now-20, 1, now-1, 1, now, 1), false},
 		{"a list that fits the string", "l" + b36(now-1) + " " + b36(999) + " 5", list(now-1500, 2, now-40, 1, now-1, 2),
 			true, 6, 0, inline(now, now-40, 1, now-1, 2, now, 1), nil, false},
 		{"more inline than written", inline(now-1, now-50, 1, now-40, 1, now-30, 1, now-20, 1, now-1, 1), nil,
-			true, 4, 0, "l" + b36(now) + " " + b36(1000) + " 6", list(now-50, 1, now-40, 1, now-30, 1, now-20, 1, now-1, 1, now, 1), false},
+			true, 4, 0, "l" + b36(now) + " " + b36(1000) + " 6 1 " + b36(50), list(now-50, 1, now-40, 1, now-30, 1, now-20, 1, now-1, 1, now, 1), false},
+		// A long log's state says its tail's permits and how long before
+		// last its head is: with no entry left the window, the list is
+		// only pushed to.
+		{"a long log, none left", "l" + b36(now-1) + " " + b36(999) + " 5 1 " + b36(39), list(now-40, 1, now-30, 1, now-20, 1, now-10, 1, now-1, 1),
+			true, 4, 0, "l" + b36(now) + " " + b36(1000) + " 6 1 " + b36(40), list(now-40, 1, now-30, 1, now-20, 1, now-10, 1, now-1, 1, now, 1), false},
+		{"a long log, its head left", "l" + b36(now-1) + " " + b36(999) + " 7 2 " + b36(1100), list(now-1101, 1, now-40, 1, now-30, 1, now-20, 1, now-10, 1, now-1, 2),
+			true, 3, 0, "l" + b36(now) + " " + b36(1000) + " 7 1 " + b36(40), list(now-40, 1, now-30, 1, now-20, 1, now-10, 1, now-1, 2, now, 1), false},
+		{"a long log, full", "l" + b36(now-1) + " " + b36(999) + " a 1 " + b36(39), list(now-40, 6, now-30, 1, now-20, 1, now-10, 1, now-1, 1),
+			false, 0, 960 * time.Millisecond, "", nil, false}, // when the 6 leave
+		{"a long log's tail, no head", "l" + b36(now-1) + " " + b36(999) + " 5 1", list(now-40, 1, now-30, 1, now-20, 1, now-10, 1, now-1, 1),
+			false, 0, 0, "", nil, true},
 		{"entries out of order", inline(now-1, now-20, 1) + " z 1", nil, false, 0, 0, "", nil, true},
 		{"no permits", "i" + b36(now-1) + " 0", nil, false, 0, 0, "", nil, true},
 		{"no entry", "i" + b36(now-1), nil, false, 0, 0, "", nil, true},

@@ -16,7 +16,8 @@
 --   when it is its version's); a window's has a short form, which leaves
 --   out what the windows' grid tells (policy_short). A sliding log of a
 --   few entries is written inline, after the letter "i", with no list
---   (slidinglog.lua's slidinglog_inline).
+--   (slidinglog.lua's slidinglog_inline); a longer one's state says its
+--   list's tail and head too (slidinglog_extras).
 --   The state is that of the policy's version VERSION. It expires when
 --   its last limit counts as empty.
 -- KEYS[1+i] limit i's sliding-log list, PREFIX{POLICY%:KEY}I (TTL too)
@@ -669,6 +670,11 @@ local function policy_serve(keys, k, argv, a, b, start, injected, raw)
           local I = q.interval * 1000 / unit
           if inline then S = slidinglog_uninline(c, v, nv, I) else nv = policy_unshort(code, v, nv, I) end
         end
+        if code == 'l' and nv == 5 then
+          nv = 3 -- a long log's tail and head after its total (slidinglog_extras)
+        elseif code == 'l' and nv > 3 then
+          error('unreadable state')
+        end
         if not inline and nv >= 2 then S = impl.decode(v, nv) end
       elseif code == c.code and code ~= '?' then
         rest = string.gsub(rest, '[^ ]+', policy_from36)
@@ -796,7 +802,8 @@ local function policy_serve(keys, k, argv, a, b, start, injected, raw)
   local parts, last = {}, 0
   for i, c in ipairs(cs) do
     local S = c.S
-    local inline = S.Expiry and c.impl.list and slidinglog_inline(c, S, policy_b36)
+    local inline, head
+    if S.Expiry and c.impl.list then inline, head = slidinglog_inline(c, S, policy_b36) end
     if inline then
       parts[i] = 'i' .. inline
       local e = S.Expiry * c.unit
@@ -807,6 +814,7 @@ local function policy_serve(keys, k, argv, a, b, start, injected, raw)
       -- read back as a short one.)
       local st = encode_state(c.impl, c, S)
       if c.unit == 1 then st = string.sub(st, 3) end -- the "u" mark: the letter says it
+      if head then st = st .. slidinglog_extras(c, S, head) end
       if policyBuckets[c.code] then
         -- Neither the expiry nor, with the queue closed, the config the
         -- owed is counted under (settled: this version's) is written.

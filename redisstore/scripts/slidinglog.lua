@@ -295,8 +295,9 @@ end
 -- tail's permits after it, and the expiry (µs). slDirty: a grant since
 -- (slidinglog_again's) is not written yet.
 -- slList is nil for a log kept in its state string (slidinglog_inline):
--- slPre is then its text up to the tail's permits.
-local slKey, slList, slNow, slPre, slTotal, slTail, slE, slDirty
+-- slPre is then its text up to the tail's permits. slPost is the text
+-- after the tail's permits of a log in its list (slidinglog_extras).
+local slKey, slList, slNow, slPre, slTotal, slTail, slE, slDirty, slPost
 
 -- slidinglog_write_kept writes what slidinglog_again granted, if
 -- anything, and forgets the grant: the key's TTLs are those of the grant
@@ -306,7 +307,7 @@ local function slidinglog_write_kept(b36, numText)
   if slDirty then
     if slList then
       rcall('LSET', slList, '-1', numText(slTail))
-      rcall('SET', slKey, slPre .. b36(slTotal), 'KEEPTTL')
+      rcall('SET', slKey, slPre .. b36(slTotal) .. ' ' .. b36(slTail) .. slPost, 'KEEPTTL')
     else
       rcall('SET', slKey, slPre .. b36(slTail), 'KEEPTTL')
     end
@@ -352,15 +353,19 @@ local slA, slP, slT = {}, {}, {}
 -- its list deleted; nil, the list kept, when the log holds more than
 -- slidinglogInline entries, one after S's last (a reservation), or
 -- expires other than one interval after its newest entry (a state kept
--- from an older version's interval).
+-- from an older version's interval): then with its head's instant, for
+-- slidinglog_extras.
 local function slidinglog_inline(c, S, b36)
   local listKey = c.listKey
   local t = rcall('LRANGE', listKey, '0', '8') -- one more than 2 * slidinglogInline elements
   local m = #t
-  if m < 2 or m > 2 * slidinglogInline or m % 2 == 1 then return nil end
+  if m < 2 then return nil end
+  local head = tonum(t[1])
+  if m > 2 * slidinglogInline then return nil, head end
+  if m % 2 == 1 then return nil end
   local l = S.Last
   local newest = tonum(t[m - 1])
-  if not newest or newest > l or S.Expiry ~= newest + c.interval then return nil end
+  if not newest or newest > l or S.Expiry ~= newest + c.interval then return nil, head end
   local text = b36(l)
   for i = 1, m - 1, 2 do
     if i == m - 1 and newest == l then
@@ -371,6 +376,20 @@ local function slidinglog_inline(c, S, b36)
   end
   rcall('DEL', listKey)
   return text
+end
+
+-- A log kept in its list has a state that says its tail and its head
+-- too, where the list's are those its expiry and last tell (the tail
+-- one interval before the expiry, at or before last): "LAST X TOTAL
+-- TAILPERMITS HEADBACK", the head's instant HEADBACK before last. So the
+-- fast path reads no list where no entry has left the window, nor the
+-- tail of a long one. slidinglog_extras is that text after the total, in
+-- decimal, of the log of c, settled in S, whose head is at head (ms); ""
+-- for a log whose list is not so.
+local function slidinglog_extras(c, S, head)
+  local t, p = slidinglog_tail(c)
+  if not t or not head or head > t or t > S.Last or S.Expiry ~= t + c.interval then return '' end
+  return fmt(' %d %d', p, S.Last - head)
 end
 
 -- slidinglog_uninline reads an inline log's numbers v[1..nv] into the
@@ -543,8 +562,10 @@ local function slidinglog_fast_inline(key, listKey, raw, heads, start, injected,
   local ttl = numText(key_ttl(e, start, injected))
   rcall('PEXPIRE', listKey, ttl)
   local pre = heads.l .. slidinglog_text36(now, interval, b36) .. ' '
-  rcall('SET', key, pre .. b36(total), 'PX', ttl)
+  local post = ' ' .. b36(now - A[first])
+  rcall('SET', key, pre .. b36(total) .. ' ' .. b36(tail) .. post, 'PX', ttl)
   slKey, slList, slNow, slPre, slTotal, slTail, slE, slDirty = key, listKey, now, pre, total, tail, e, false
+  slPost = post
   return {start, 1, later(rate - total, 0), later(e - start, 0)}
 end
 
@@ -564,7 +585,9 @@ end
 local function slidinglog_fast_read(key, listKey, raw, heads, start, injected, rate, interval, n, maxWait, b36, numText)
   local now = floor(start / 1000)
   local total, expiry, trim = 0, 0, 0 -- trim: list elements to drop at the head
-  local tAt, tPermits
+  local tAt, tPermits, head -- head: the list's first entry left in the window
+  -- m: the list elements read from the head (-1: none read, the state
+  -- telling that none left the window and the grant fits).
   local m, chunk = 0, nil
   -- empty: the log starts anew, 'del' (the state past its expiry: the
   -- list is deleted) or 'new' (no state: a list left over is not read
@@ -579,7 +602,7 @@ local function slidinglog_fast_read(key, listKey, raw, heads, start, injected, r
         numText)
     end
     if sfind(raw, heads.l, 1, true) ~= 1 then return nil end
-    local l, x, t = smatch(raw, '^(%w+) (%w+) (%w+)$', heads.nl)
+    local l, x, t, tp, hb = smatch(raw, '^(%w+) (%w+) (%w+) ?(%w*) ?(%w*)$', heads.nl)
     if not l then return nil end
     l = tonum(l, 36)
     expiry = l + tonum(x, 36)
@@ -590,36 +613,51 @@ local function slidinglog_fast_read(key, listKey, raw, heads, start, injected, r
       empty = nil
       kept = not injected and expiry == now + interval and l == now
       total = tonum(t, 36)
-      chunk = rcall('LRANGE', listKey, '0', '15')
-      m = #chunk
-      if m < 2 or m % 2 == 1 then return nil end
-      -- The elements at the head that have left the window; a, the
-      -- instant of the first entry left (nil: none).
-      local cut, sum, a = now - interval, 0, nil
-      while trim < m do
-        a = tonum(chunk[trim + 1])
-        if not a then return nil end
-        if a > cut then break end
-        local p = tonum(chunk[trim + 2])
-        if not p then return nil end
-        sum = sum + p
-        trim = trim + 2
+      local cut = now - interval
+      if hb ~= '' then
+        -- The list's tail and head, as the state says (slidinglog_extras).
+        tAt, tPermits, head = expiry - interval, tonum(tp, 36), tonum(hb, 36)
+        if not tPermits or not head then return nil end
+        head = l - head
+        if head > cut and total + n <= rate then m = -1 end
+      elseif tp ~= '' then
+        return nil
       end
-      if m < slidinglogChunk then
-        tAt, tPermits = a, chunk[m] -- the permits read only when needed
-        if trim < m - 2 then tAt = tonum(chunk[m - 1]) end
-      elseif trim == m then
-        return nil -- the head goes on past the chunk
-      else
-        local t = rcall('LRANGE', listKey, '-2', '-1')
-        tAt, tPermits = tonum(t[1]), t[2]
+      if m == 0 then
+        chunk = rcall('LRANGE', listKey, '0', '15')
+        m = #chunk
+        if m < 2 or m % 2 == 1 then return nil end
+        -- The elements at the head that have left the window; a, the
+        -- instant of the first entry left (nil: none).
+        local sum, a = 0, nil
+        while trim < m do
+          a = tonum(chunk[trim + 1])
+          if not a then return nil end
+          if a > cut then break end
+          local p = tonum(chunk[trim + 2])
+          if not p then return nil end
+          sum = sum + p
+          trim = trim + 2
+        end
+        head = a
+        if hb ~= '' then
+          if trim == m and m == slidinglogChunk then return nil end -- the head goes on past the chunk
+        elseif m < slidinglogChunk then
+          tAt, tPermits = a, chunk[m] -- the permits read only when needed
+          if trim < m - 2 then tAt = tonum(chunk[m - 1]) end
+        elseif trim == m then
+          return nil -- the head goes on past the chunk
+        else
+          local t = rcall('LRANGE', listKey, '-2', '-1')
+          tAt, tPermits = tonum(t[1]), t[2]
+        end
+        total = total - sum
       end
       if not tAt or tAt > now then return nil end -- unreadable, or a reservation
       if tAt == now then
         tPermits = tonum(tPermits)
         if not tPermits then return nil end
       end
-      total = total - sum
       local need = total + n - rate
       if need > 0 then
         -- Answered here only of a log all read.
@@ -639,7 +677,11 @@ local function slidinglog_fast_read(key, listKey, raw, heads, start, injected, r
   -- log then holds at most slidinglogInline entries.
   local last, tail = 0, n
   if not empty then
-    if m == slidinglogChunk then
+    if m == -1 then
+      -- The log held more than slidinglogInline entries (else it would
+      -- be inline), and none has left.
+      last = slidinglogInline + 1
+    elseif m == slidinglogChunk then
       -- The list's length is not known: with no more than
       -- slidinglogInline entries left in the chunk, the general path
       -- tells.
@@ -679,7 +721,8 @@ local function slidinglog_fast_read(key, listKey, raw, heads, start, injected, r
     rcall('RPUSH', listKey, slidinglog_now_text(now), numText(n))
   end
   local pre = heads.l .. slidinglog_text36(now, interval, b36) .. ' '
-  local st = pre .. b36(total)
+  local post = ' ' .. b36(now - head)
+  local st = pre .. b36(total) .. ' ' .. b36(tail) .. post
   if kept and trim == 0 then
     -- The list was not trimmed: no PEXPIRE, and SET keeps the state's
     -- TTL (Redis rewrites no command either).
@@ -690,6 +733,7 @@ local function slidinglog_fast_read(key, listKey, raw, heads, start, injected, r
     rcall('SET', key, st, 'PX', ttl)
   end
   slKey, slList, slNow, slPre, slTotal, slTail, slE, slDirty = key, listKey, now, pre, total, tail, e, false
+  slPost = post
   return {start, 1, later(rate - total, 0), later(e - start, 0)}
 end
 

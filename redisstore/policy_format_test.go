@@ -325,6 +325,13 @@ func TestKeyedLogStates(t *testing.T) {
 			true, 3, 0, "l" + b36(now) + " " + b36(1000) + " 7 1 " + b36(40), list(now-40, 1, now-30, 1, now-20, 1, now-10, 1, now-1, 2, now, 1), false},
 		{"a long log, full", "l" + b36(now-1) + " " + b36(999) + " a 1 " + b36(39), list(now-40, 6, now-30, 1, now-20, 1, now-10, 1, now-1, 1),
 			false, 0, 960 * time.Millisecond, "", nil, false}, // when the 6 leave
+		// A long log whose list is gone (evicted without its state): the
+		// call is answered by the state's total, and the log starts anew
+		// from the one entry it pushes.
+		{"a long log whose list is gone", "l" + b36(now-1) + " " + b36(999) + " 5 1 " + b36(39), nil,
+			true, 4, 0, inline(now, now, 1), nil, false},
+		{"a long log whose list is gone, at its tail's instant", "l" + b36(now) + " " + b36(1000) + " 5 1 " + b36(40), nil,
+			true, 4, 0, inline(now, now, 1), nil, false},
 		{"a long log's tail, no head", "l" + b36(now-1) + " " + b36(999) + " 5 1", list(now-40, 1, now-30, 1, now-20, 1, now-10, 1, now-1, 1),
 			false, 0, 0, "", nil, true},
 		{"entries out of order", inline(now-1, now-20, 1) + " z 1", nil, false, 0, 0, "", nil, true},

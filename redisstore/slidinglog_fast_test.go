@@ -298,8 +298,8 @@ func TestSlidingLogFastPathTwins(t *testing.T) {
 // An inline log (no list) expires interval (ms) after its newest entry.
 func checkLogTTL(t *testing.T, seed uint64, step int, st string, now, interval int64, r twinRun) {
 	t.Helper()
-	ttls := []int64{r.ttl, r.listTTL}
 	var expiry int64
+	listTTL := true
 	if _, state, ok := strings.Cut(st, "|i"); ok {
 		// Last, then per entry its offset back from last and its
 		// permits, but for a newest entry at last: its permits alone.
@@ -309,23 +309,33 @@ func checkLogTTL(t *testing.T, seed uint64, step int, st string, now, interval i
 		if len(f)%2 == 1 {
 			off, _ = strconv.ParseInt(f[len(f)-2], 36, 64)
 		}
-		expiry, ttls = last-off+interval, ttls[:1]
+		expiry, listTTL = last-off+interval, false
 	} else {
+		// Last, the expiry's offset from it, the total, and the tail's
+		// permits and the head's offset back from last (five numbers,
+		// where the list's tail is the one the expiry tells).
 		_, state, ok := strings.Cut(st, "|l")
 		f := strings.Fields(state)
-		if !ok || len(f) != 3 {
-			return // not a sliding log's state (one of another version)
+		if !ok || (len(f) != 3 && len(f) != 5) {
+			t.Fatalf("seed %d step %d: state %q is not a sliding log's", seed, step, st)
 		}
 		last, _ := strconv.ParseInt(f[0], 36, 64)
 		off, _ := strconv.ParseInt(f[1], 36, 64)
 		expiry = last + off
 	}
-	want := max((expiry*1000-now+999)/1000, 1) + 60000
 	elapsed := r.t2/1000 - r.t1/1000
-	for _, ttl := range ttls {
+	check := func(what string, ttl, end int64) {
+		t.Helper()
+		want := max((end*1000-now+999)/1000, 1) + 60000
 		if ttl < want-elapsed || ttl > want {
-			t.Fatalf("seed %d step %d: TTLs %d (state) %d (list), want %d (less at most %d ms)", seed, step, r.ttl, r.listTTL, want, elapsed)
+			t.Fatalf("seed %d step %d: %s TTL %d, want %d (less at most %d ms)", seed, step, what, ttl, want, elapsed)
 		}
+	}
+	check("state", r.ttl, expiry)
+	if listTTL {
+		// The list expires at the first multiple of the interval after
+		// the state's expiry.
+		check("list", r.listTTL, (expiry/interval+1)*interval)
 	}
 }
 
@@ -353,6 +363,8 @@ func TestSlidingLogFastSameMsTTL(t *testing.T) {
 	args = append(args, repeatCall, repeatCall) // three calls
 	head := e.args[0].(string) + " " + e.args[1].(string) + "|"
 	b36 := func(x int64) string { return strconv.FormatInt(x, 36) }
+	const hour = int64(time.Hour / time.Millisecond)
+	listEnd := func(expiry int64) int64 { return (expiry/hour + 1) * hour }
 	for _, long := range []bool{false, true} {
 		var stored [2]string
 		for i, fast := range []string{"1", "0"} {
@@ -365,8 +377,10 @@ func TestSlidingLogFastSameMsTTL(t *testing.T) {
 				for k := int64(5); k >= 1; k-- {
 					list = append(list, t0-1000*k, 1)
 				}
+				// The list expires at the first whole hour after the
+				// state's expiry, as a call sets it.
 				rdb.RPush(ctx, keys[1], list...)
-				rdb.PExpire(ctx, keys[1], time.Hour)
+				rdb.PExpireAt(ctx, keys[1], time.UnixMilli(listEnd(t0-1000+hour)))
 				rdb.Set(ctx, keys[0], head+"l"+b36(t0-1000)+" 255s0 5", time.Hour)
 			}
 			ks := append(append(append([]string{}, keys...), keys...), keys...)
@@ -387,8 +401,13 @@ func TestSlidingLogFastSameMsTTL(t *testing.T) {
 				stored[i] = st
 				continue
 			}
-			if ttl := time.Duration(raw[2].(int64)) * time.Millisecond; ttl <= 59*time.Minute || ttl > time.Hour {
-				t.Errorf("fast %s: list TTL %v; want (59m, 1h]", fast, ttl)
+			// The list's TTL ends at the first whole hour after the
+			// state's new expiry (the run's ms and an hour): read in the
+			// run's script, between Redis TIMEs raw[3] and raw[4] (µs).
+			runMs, _ := strconv.ParseInt(strings.Fields(strings.TrimPrefix(st, head+"l"))[0], 36, 64)
+			want := listEnd(runMs + hour)
+			if from, to := raw[3].(int64)/1000+raw[2].(int64), raw[4].(int64)/1000+raw[2].(int64); want < from-1 || want > to+1 {
+				t.Errorf("fast %s: list TTL %d ms, ending in [%d, %d]; want %d", fast, raw[2], from, to, want)
 			}
 			if len(list) != 12 || list[11] != "3" {
 				t.Errorf("fast %s: list %q; want six entries, the newest of 3 permits", fast, list)

@@ -828,7 +828,7 @@ local function policy_serve(keys, k, argv, a, b, start, injected, raw)
       local e = S.Expiry * c.unit
       if e > last then last = e end
       if c.impl.list then
-        redis.call('PEXPIRE', c.listKey, key_ttl(e, start, injected))
+        redis.call('PEXPIRE', c.listKey, key_ttl(slidinglog_list_end(S.Expiry, c.interval) * c.unit, start, injected))
       end
     else
       parts[i] = ''

@@ -255,6 +255,17 @@ algorithms['sliding-log'] = {
   end,
 }
 
+-- A keyed log's list expires at the first multiple of its interval after
+-- its state's expiry (slidinglog_list_end), not at that expiry: a call
+-- whose expiry stays within one such step leaves the list's TTL as it is
+-- (on Redis's clock: a caller's clock sets it every call, its steps not
+-- being Redis's), one PEXPIRE a step rather than one a call. A list then
+-- outlives its state by less than an interval, and is never read so (a
+-- key with no state starts anew).
+local function slidinglog_list_end(expiry, interval)
+  return (floor(expiry / interval) + 1) * interval
+end
+
 -- slidinglogFast: false makes slidinglog_fast serve nothing, so that every
 -- call takes the general path (tests compare the two).
 local slidinglogFast = true
@@ -559,8 +570,8 @@ local function slidinglog_fast_inline(key, listKey, raw, heads, start, injected,
   items[m + 1], items[m + 2] = slidinglog_now_text(now), numText(tail)
   rcall('DEL', listKey)
   rcall('RPUSH', listKey, unpack(items, 1, m + 2))
+  rcall('PEXPIRE', listKey, numText(key_ttl(slidinglog_list_end(now + interval, interval) * 1000, start, injected)))
   local ttl = numText(key_ttl(e, start, injected))
-  rcall('PEXPIRE', listKey, ttl)
   local pre = heads.l .. slidinglog_text36(now, interval, b36) .. ' '
   local post = ' ' .. b36(now - A[first])
   rcall('SET', key, pre .. b36(total) .. ' ' .. b36(tail) .. post, 'PX', ttl)
@@ -714,23 +725,33 @@ local function slidinglog_fast_read(key, listKey, raw, heads, start, injected, r
     return {start, 1, later(rate - total, 0), later(e - start, 0)}
   end
   if trim > 0 then rcall('LTRIM', listKey, slidinglogTrims[trim], '-1') end
+  -- A list not read (m -1) may be gone, its state not (evicted alone):
+  -- then nothing is written, and the general path tells.
   if tAt == now then
     tail = tPermits + n
-    rcall('LSET', listKey, '-1', numText(tail))
+    if m == -1 then
+      local r = redis.pcall('LSET', listKey, '-1', numText(tail))
+      if type(r) == 'table' and r.err then return nil end
+    else
+      rcall('LSET', listKey, '-1', numText(tail))
+    end
+  elseif m == -1 then
+    if rcall('RPUSHX', listKey, slidinglog_now_text(now), numText(n)) == 0 then return nil end
   else
     rcall('RPUSH', listKey, slidinglog_now_text(now), numText(n))
   end
   local pre = heads.l .. slidinglog_text36(now, interval, b36) .. ' '
   local post = ' ' .. b36(now - head)
   local st = pre .. b36(total) .. ' ' .. b36(tail) .. post
-  if kept and trim == 0 then
-    -- The list was not trimmed: no PEXPIRE, and SET keeps the state's
-    -- TTL (Redis rewrites no command either).
+  if kept then
+    -- SET keeps the state's TTL (Redis rewrites no command either), and
+    -- the list's stays.
     rcall('SET', key, st, 'KEEPTTL')
   else
-    local ttl = numText(key_ttl(e, start, injected))
-    rcall('PEXPIRE', listKey, ttl)
-    rcall('SET', key, st, 'PX', ttl)
+    if injected or floor(expiry / interval) ~= floor(now / interval) + 1 then
+      rcall('PEXPIRE', listKey, numText(key_ttl(slidinglog_list_end(now + interval, interval) * 1000, start, injected)))
+    end
+    rcall('SET', key, st, 'PX', numText(key_ttl(e, start, injected)))
   end
   slKey, slList, slNow, slPre, slTotal, slTail, slE, slDirty = key, listKey, now, pre, total, tail, e, false
   slPost = post

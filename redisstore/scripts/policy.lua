@@ -20,7 +20,8 @@
 --   list's tail and head too (slidinglog_extras).
 --   The state is that of the policy's version VERSION. It expires when
 --   its last limit counts as empty.
--- KEYS[1+i] limit i's sliding-log list, PREFIX{POLICY%:KEY}I (TTL too)
+-- KEYS[1+i] limit i's sliding-log list, PREFIX{POLICY%:KEY}I (TTL too,
+--   at a step of the interval: slidinglog.lua's slidinglog_list_end)
 -- ARGV[1] now in µs, or "" to read Redis TIME
 -- ARGV[2] op: "acquire" | "cancel" | "release" | "status"
 -- ARGV[3] permits; ARGV[4] acquire: the maximum wait in µs (-1: no bound),

@@ -588,9 +588,11 @@ end
 -- slidinglogChunk elements. Nothing else: it returns nil, having changed
 -- nothing, and the general path serves the call. It writes what that path
 -- writes (the acquire above, its state string and TTLs: the log inline
--- when short enough), with no table but its reply, no pcall, and the list
--- read once: one LRANGE from the head, which holds the tail too when the
--- log is short, each element read as a number at most once. b36 and
+-- when short enough), with no table but its reply, no Lua pcall, and the
+-- list read at most once: not at all where the state tells that no entry
+-- left the window (slidinglog_extras), else one LRANGE from the head,
+-- which holds the tail too when the log is short (the state tells it
+-- otherwise), each element read as a number at most once. b36 and
 -- numText are policy.lua's policy_b36 and policy_ttl (a number's decimal
 -- text, kept); interval is in ms, rate and n in permits.
 local function slidinglog_fast_read(key, listKey, raw, heads, start, injected, rate, interval, n, maxWait, b36, numText)

@@ -266,6 +266,12 @@ local function slidinglog_list_end(expiry, interval)
   return (floor(expiry / interval) + 1) * interval
 end
 
+-- slidinglog_list_ttl is the TTL (ms, as numText's text) the fast path
+-- sets on a list whose log's newest entry is at now (ms).
+local function slidinglog_list_ttl(now, interval, start, injected, numText)
+  return numText(key_ttl(slidinglog_list_end(now + interval, interval) * 1000, start, injected))
+end
+
 -- slidinglogFast: false makes slidinglog_fast serve nothing, so that every
 -- call takes the general path (tests compare the two).
 local slidinglogFast = true
@@ -570,7 +576,7 @@ local function slidinglog_fast_inline(key, listKey, raw, heads, start, injected,
   items[m + 1], items[m + 2] = slidinglog_now_text(now), numText(tail)
   rcall('DEL', listKey)
   rcall('RPUSH', listKey, unpack(items, 1, m + 2))
-  rcall('PEXPIRE', listKey, numText(key_ttl(slidinglog_list_end(now + interval, interval) * 1000, start, injected)))
+  rcall('PEXPIRE', listKey, slidinglog_list_ttl(now, interval, start, injected, numText))
   local ttl = numText(key_ttl(e, start, injected))
   local pre = heads.l .. slidinglog_text36(now, interval, b36) .. ' '
   local post = ' ' .. b36(now - A[first])
@@ -751,7 +757,7 @@ local function slidinglog_fast_read(key, listKey, raw, heads, start, injected, r
     rcall('SET', key, st, 'KEEPTTL')
   else
     if injected or floor(expiry / interval) ~= floor(now / interval) + 1 then
-      rcall('PEXPIRE', listKey, numText(key_ttl(slidinglog_list_end(now + interval, interval) * 1000, start, injected)))
+      rcall('PEXPIRE', listKey, slidinglog_list_ttl(now, interval, start, injected, numText))
     end
     rcall('SET', key, st, 'PX', numText(key_ttl(e, start, injected)))
   end

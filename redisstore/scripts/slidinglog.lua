@@ -260,7 +260,7 @@ algorithms['sliding-log'] = {
 -- whose expiry stays within one such step leaves the list's TTL as it is
 -- (on Redis's clock: a caller's clock sets it every call, its steps not
 -- being Redis's), one PEXPIRE a step rather than one a call. A list then
--- outlives its state by less than an interval, and is never read so (a
+-- outlives its state by at most an interval, and is never read so (a
 -- key with no state starts anew).
 local function slidinglog_list_end(expiry, interval)
   return (floor(expiry / interval) + 1) * interval

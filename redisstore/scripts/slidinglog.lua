@@ -734,19 +734,14 @@ local function slidinglog_fast_read(key, listKey, raw, heads, start, injected, r
   end
   if trim > 0 then rcall('LTRIM', listKey, slidinglogTrims[trim], '-1') end
   -- A list not read (m -1) may be gone, its state not (evicted alone):
-  -- then nothing is written, and the general path tells.
+  -- then nothing is written, and the general path tells. (A list read
+  -- is there, and trimmed it keeps its entries left.)
   if tAt == now then
     tail = tPermits + n
-    if m == -1 then
-      local r = redis.pcall('LSET', listKey, '-1', numText(tail))
-      if type(r) == 'table' and r.err then return nil end
-    else
-      rcall('LSET', listKey, '-1', numText(tail))
-    end
-  elseif m == -1 then
-    if rcall('RPUSHX', listKey, slidinglog_now_text(now), numText(n)) == 0 then return nil end
-  else
-    rcall('RPUSH', listKey, slidinglog_now_text(now), numText(n))
+    local r = redis.pcall('LSET', listKey, '-1', numText(tail))
+    if type(r) == 'table' and r.err then return nil end
+  elseif rcall('RPUSHX', listKey, slidinglog_now_text(now), numText(n)) == 0 then
+    return nil
   end
   local pre = heads.l .. slidinglog_text36(now, interval, b36) .. ' '
   local post = ' ' .. b36(now - head)
